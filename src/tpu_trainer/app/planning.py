@@ -1,0 +1,66 @@
+"""Plan a request: resolve it, read its recipe and the configuration, compute the plan."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpu_trainer.app.resolve import Filters, RecipeRef, resolve
+from tpu_trainer.config.load import load_config
+from tpu_trainer.config.model import EMPTY, Config
+from tpu_trainer.errors import InputError
+from tpu_trainer.plan.plan import Plan, PlanOptions, build_plan
+from tpu_trainer.plan.recipe import parse_recipe
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    text: str
+    filters: Filters = field(default_factory=Filters)
+    config_path: Path | None = None
+    require_config: bool = False
+
+
+def current_user(env: dict[str, str] | None = None) -> str:
+    env = dict(os.environ) if env is None else env
+    try:
+        return env.get("USER") or getpass.getuser()
+    except OSError:
+        return "user"
+
+
+def read_recipe_file(ref: RecipeRef) -> str:
+    try:
+        return ref.script.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(
+            f"{ref.script} is not UTF-8 text", fix="is this a recipe script?"
+        ) from None
+    except OSError as e:
+        raise InputError(
+            f"{ref.script}: cannot read ({e.strerror})", fix="check permissions"
+        ) from None
+
+
+def load(request: Request) -> tuple[RecipeRef, Config]:
+    config = load_config(request.config_path, require=request.require_config) or EMPTY
+    ref = resolve(request.text, config.tpu_recipes_path, request.filters)
+    return ref, config
+
+
+def plan_request(request: Request, opts: PlanOptions) -> Plan:
+    """Everything ``plan`` shows, computed from files only."""
+    ref, config = load(request)
+    recipe = parse_recipe(read_recipe_file(ref), str(ref.script))
+    return build_plan(
+        model=ref.model,
+        recipe_script=ref.script,
+        output_folder=ref.folder,
+        model_dir=ref.model_dir,
+        folder=ref.parsed,
+        recipe=recipe,
+        config=config,
+        opts=opts,
+    )

@@ -1,0 +1,35 @@
+"""Options shared by several commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Configuration file (default: $TPU_TRAINER_CONFIG, then "
+        "~/.config/tpu-trainer/config.yaml).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+PrecisionOpt = Annotated[
+    str | None, typer.Option("--precision", help="bf16 or fp8 (for a model name).")
+]
+TopologyOpt = Annotated[
+    str | None, typer.Option("--topology", help="e.g. 4x8x8 (for a model name).")
+]
+SeqOpt = Annotated[str | None, typer.Option("--seq", help="e.g. 4k (for a model name).")]
+VariantOpt = Annotated[
+    str | None, typer.Option("--variant", help="e.g. gcs, lustre (for a model name).")
+]
+RequestArg = Annotated[
+    str,
+    typer.Argument(
+        help="A recipe folder (…/<seq>-<precision>-tpu7x-<topology>[/xpk]), its "
+        "run_recipe.sh, or a model name looked up under tpu_recipes_path."
+    ),
+]

@@ -1,0 +1,66 @@
+"""The ``tpu-trainer`` command line. The only place that prints errors and picks exit codes."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from tpu_trainer import __version__
+from tpu_trainer.cli import config_cmd, plan_cmd, slice_cmd
+from tpu_trainer.errors import TpuTrainerError
+
+app = typer.Typer(
+    name="tpu-trainer",
+    help="Run LLM training recipes on Cloud TPUs end to end: plan, check, provision, submit, "
+    "follow, report and clean up.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+app.command("plan")(plan_cmd.plan)
+app.command("scripts")(plan_cmd.scripts)
+app.command("slice")(slice_cmd.slice_info)
+
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tpu-trainer {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[  # noqa: ARG001 (handled by its eager callback)
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """tpu-trainer."""
+    _state["debug"] = debug
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app, turn tool errors into a message and exit code.
+
+    Usage errors are Typer's own (exit 2); a :class:`TpuTrainerError` prints its message and the
+    next step, without a traceback unless ``--debug``.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        app(args=args, prog_name="tpu-trainer")
+    except TpuTrainerError as e:
+        if _state["debug"] or "--debug" in args:
+            raise
+        from rich.console import Console
+
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True)
+        if e.fix:
+            err.print(f"[bold]next:[/] {escape(e.fix)}", markup=True)
+        sys.exit(e.exit_code)

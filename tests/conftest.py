@@ -1,0 +1,79 @@
+"""Shared test helpers: fixture recipes, a fixed configuration, deterministic plans, fake tools."""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.plan.plan import Plan, PlanOptions
+
+TESTS = Path(__file__).resolve().parent
+FIXTURES = TESTS / "fixtures"
+RECIPES_ROOT = FIXTURES / "recipes"
+IRONWOOD = RECIPES_ROOT / "training" / "ironwood"
+CONFIG = FIXTURES / "config.yaml"
+GOLDEN = TESTS / "golden"
+NOW = datetime(2026, 11, 22, 6, 0)
+
+# One fixture recipe per variant family, relative to RECIPES_ROOT.
+RECIPES = {
+    "classic": "training/ironwood/tinyllama-8b/8k-bf16-tpu7x-2x2x1/xpk",
+    "tee-upload": "training/ironwood/mixtral-moe/4k-fp8-tpu7x-4x4x4",
+    "storage": "training/ironwood/densemodel-70b/4k-bf16-tpu7x-4x8x8-gcs/xpk",
+    "maxdiffusion": "training/ironwood/video-14b/bf16-tpu7x-4x4x4/xpk",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden", action="store_true", help="rewrite golden files from the current output"
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def plan_for(relative: str, **opts: object) -> Plan:
+    """Plan a fixture recipe with the test configuration, a fixed user and a fixed clock."""
+    cwd = Path.cwd()
+    os.chdir(RECIPES_ROOT)
+    try:
+        options = PlanOptions(user="test_user", now=NOW, **opts)  # type: ignore[arg-type]
+        return plan_request(Request(relative, config_path=CONFIG), options)
+    finally:
+        os.chdir(cwd)
+
+
+def check_golden(path: Path, text: str, update: bool) -> None:
+    """Compare ``text`` with the golden file ``path`` (refresh with ``pytest --update-golden``)."""
+    if update or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if not update:
+            pytest.fail(f"golden file {path} was missing and has been written; run again")
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path.name} differs from its golden file; if the change is intended, "
+        "run `pytest --update-golden`"
+    )
+
+
+def write_tool(bin_dir: Path, name: str, body: str) -> Path:
+    """An executable stand-in for a command-line tool."""
+    path = bin_dir / name
+    path.write_text(body, encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    return bin_dir
