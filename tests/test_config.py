@@ -263,6 +263,20 @@ def test_read_config_float_looking_version_keeps_its_text(tmp_path: Path) -> Non
     assert config.jax_version == "0.10"
 
 
+@pytest.mark.parametrize("version", ["0.10", "1.20", "0.4.30"])
+def test_read_config_unquoted_version_keeps_trailing_zero(tmp_path: Path, version: str) -> None:
+    text = VALID.replace("jax_version: 0.8.1", f"jax_version: {version}")
+    assert read_config(write(tmp_path / "config.yaml", text)).jax_version == version
+
+
+@pytest.mark.parametrize("key", ["machine_type", "maxtext_branch", "tpu_recipes_path"])
+def test_read_config_explicit_null_leaves_optional_key_unset(tmp_path: Path, key: str) -> None:
+    text = VALID.replace("maxtext_branch: main\n", "") + f"{key}: null\n"
+    config = read_config(write(tmp_path / "config.yaml", text))
+    assert getattr(config, key) is None
+    assert key not in config.sources
+
+
 # ---------------------------------------------------------------------------
 # Where the file is looked for
 # ---------------------------------------------------------------------------

@@ -52,17 +52,17 @@ NASTY: list[tuple[str, str]] = [
     ("o'neil", "$(rm -rf ~)"),
     ("tab\tuser", "line\nbreak"),
     # f"{user}-{model}" has '-' as its 26th character
-    ("abcd", "efghijklmnopqrstu-vwxyz"),
+    ("abcd", "efghijklmnopqrstuvwx-yz"),
     ("abcdefghijklmnopqrstuvwxy", "z"),
     ("user", "abcdefghijklmnopqrst-uv"),
     # the leading 'w' shifts a hyphen to the 26th character
-    ("1bcd", "efghijklmnopqrst-uvwxyz"),
-    ("1", "abcdefghijklmnopqrstuvw-x"),
+    ("1bcd", "efghijklmnopqrstuvw-xyz"),
+    ("1", "abcdefghijklmnopqrstuv-x"),
 ]
 
 
 def _random_inputs(count: int) -> list[tuple[str, str]]:
-    rng = random.Random(20261122)
+    rng = random.Random(20261122)  # noqa: S311 - reproducible test inputs, not secrets
     alphabet = "abcXYZ019-_.-- /~é\t"
     out = []
     for _ in range(count):
@@ -70,9 +70,6 @@ def _random_inputs(count: int) -> list[tuple[str, str]]:
         model = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 50)))
         out.append((user, model))
     return out
-
-
-ALL_INPUTS = NASTY + _random_inputs(300)
 
 
 def _assert_valid(name: str) -> None:
@@ -93,9 +90,10 @@ def test_workload_name_nasty_inputs_are_valid_for_xpk(user: str, model: str) -> 
 def test_workload_name_random_inputs_are_valid_for_xpk() -> None:
     for user, model in _random_inputs(300):
         _assert_valid(workload_name(user, model, WHEN))
+        assert len(workload_prefix(user, model)) <= PREFIX_MAX
 
 
-@pytest.mark.parametrize(("user", "model"), ALL_INPUTS[: len(NASTY)])
+@pytest.mark.parametrize(("user", "model"), NASTY)
 def test_workload_prefix_nasty_inputs_are_short_and_clean(user: str, model: str) -> None:
     prefix = workload_prefix(user, model)
     assert 1 <= len(prefix) <= PREFIX_MAX == 26
@@ -131,9 +129,26 @@ def test_workload_prefix_nothing_usable_falls_back_to_run() -> None:
 
 
 def test_workload_prefix_hyphen_at_26th_character_is_dropped() -> None:
-    text = "abcd-efghijklmnopqrstu-vwxyz"
-    assert text[25] == "-"
-    assert workload_prefix("abcd", "efghijklmnopqrstu-vwxyz") == "abcd-efghijklmnopqrstu"
+    user, model = "abcd", "efghijklmnopqrstuvwx-yz"
+    assert f"{user}-{model}"[25] == "-"
+    assert workload_prefix(user, model) == "abcd-efghijklmnopqrstuvwx"
+
+
+def test_workload_prefix_hyphen_shifted_by_leading_letter_is_dropped() -> None:
+    user, model = "1bcd", "efghijklmnopqrstuvw-xyz"
+    assert f"w{user}-{model}"[25] == "-"
+    assert workload_prefix(user, model) == "w1bcd-efghijklmnopqrstuvw"
+
+
+def test_nasty_inputs_include_hyphen_at_cut_point() -> None:
+    def before_cut(user: str, model: str) -> str:
+        text = slug(f"{user}-{model}")
+        return "w" + text if text[:1].isdigit() else text
+
+    cut_on_hyphen = [(u, m) for u, m in NASTY if before_cut(u, m)[25:26] == "-"]
+    shifted = [(u, m) for u, m in cut_on_hyphen if u[:1].isdigit()]
+    assert len(cut_on_hyphen) >= 5
+    assert len(shifted) >= 2
 
 
 # ---------------------------------------------------------------------------

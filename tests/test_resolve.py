@@ -297,3 +297,12 @@ def test_parse_folder_name_long_context_fp8() -> None:
 )
 def test_parse_folder_name_other_names_give_none(name: str) -> None:
     assert parse_folder_name(name) is None
+
+
+def test_resolve_model_variant_plain_picks_the_recipe_without_suffix(tmp_path: Path) -> None:
+    for name in ("4k-bf16-tpu7x-4x8x8", "4k-bf16-tpu7x-4x8x8-gcs", "4k-bf16-tpu7x-4x8x8-lustre"):
+        folder = tmp_path / "training" / "ironwood" / "m" / name / "xpk"
+        folder.mkdir(parents=True)
+        (folder / "run_recipe.sh").write_text("# placeholder\n")
+    ref = resolve_model("m", tmp_path, Filters(variant="plain"))
+    assert ref.config_dir.name == "4k-bf16-tpu7x-4x8x8"

@@ -14,6 +14,8 @@ from tpu_trainer.errors import InputError
 from tpu_trainer.plan.recipe_folder import RecipeFolder, parse_folder_name
 
 RECIPE_FILE = "run_recipe.sh"
+PLAIN_VARIANT = "plain"
+"""``--variant plain``: the recipe without a storage or other suffix."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,8 @@ class Filters:
             return False
         if self.seq and (parsed.seq or "") != self.seq.lower():
             return False
+        if self.variant and self.variant.lower() == PLAIN_VARIANT:
+            return parsed.suffix is None
         return not (self.variant and (parsed.suffix or "") != self.variant.lower())
 
 

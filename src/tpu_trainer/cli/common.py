@@ -24,7 +24,7 @@ TopologyOpt = Annotated[
 ]
 SeqOpt = Annotated[str | None, typer.Option("--seq", help="e.g. 4k (for a model name).")]
 VariantOpt = Annotated[
-    str | None, typer.Option("--variant", help="e.g. gcs, lustre (for a model name).")
+    str | None, typer.Option("--variant", help="e.g. gcs, lustre, or plain for none (for a model name).")
 ]
 RequestArg = Annotated[
     str,

@@ -13,6 +13,7 @@ from tpu_trainer.config.model import KEYS, Config, config_from_mapping
 from tpu_trainer.errors import ConfigError
 
 ENV_VAR = "TPU_TRAINER_CONFIG"
+_NULLS = ("null", "Null", "NULL", "~")
 
 
 def search_path(home: Path | None = None) -> tuple[Path, ...]:
@@ -87,8 +88,11 @@ def read_config(path: Path, *, require: bool = True) -> Config:
             f"{where}: not valid YAML ({getattr(e, 'problem', e)})",
             fix="fix the YAML syntax (keys are `name: value`, one per line)",
         ) from None
-    if data is None:
+    if data is None or data == "":
         data = {}
+    if isinstance(data, dict):
+        # BaseLoader reads `key: null` and `key: ~` as text: they mean "not set".
+        data = {k: (None if v in _NULLS else v) for k, v in data.items()}
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected `key: value` lines, found a {type(data).__name__}",
