@@ -178,3 +178,13 @@ def test_cli_model_name_lookup_under_tpu_recipes_path(tmp_path: Path) -> None:
     proc = cli("plan", "mixtral-moe", "--precision", "fp8", "--config", str(cfg), "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["model"] == "mixtral-moe"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["plan"], ["scripts"], ["slice"], ["config"], ["config", "init"], ["config", "show"]],
+)
+def test_cli_every_command_has_working_help(command: list[str]) -> None:
+    proc = cli(*command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage" in proc.stdout

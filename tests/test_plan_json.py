@@ -98,3 +98,11 @@ def test_plan_json_golden(update_golden: bool) -> None:
     text = json.dumps(plan_json(plan_for(RECIPES["classic"])), indent=2, sort_keys=True) + "\n"
     text = text.replace(str(FIXTURES), "<fixtures>")
     check_golden(GOLDEN / "classic" / "plan.json", text, update_golden)
+
+
+def test_plan_refuses_a_variable_value_with_spaces() -> None:
+    from tpu_trainer.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        plan_for(RECIPES["storage"], variables=(("DATASET_MOUNT", "/tmp/a b"),))
+    assert "may not hold spaces" in info.value.message

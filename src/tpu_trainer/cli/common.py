@@ -24,12 +24,13 @@ TopologyOpt = Annotated[
 ]
 SeqOpt = Annotated[str | None, typer.Option("--seq", help="e.g. 4k (for a model name).")]
 VariantOpt = Annotated[
-    str | None, typer.Option("--variant", help="e.g. gcs, lustre, or plain for none (for a model name).")
+    str | None,
+    typer.Option("--variant", help="e.g. gcs, lustre, or plain for none (for a model name)."),
 ]
 RequestArg = Annotated[
     str,
     typer.Argument(
-        help="A recipe folder (…/<seq>-<precision>-tpu7x-<topology>[/xpk]), its "
+        help="A recipe folder (…/<seq>-<precision>-tpu7x-<topology>, with or without xpk/), its "
         "run_recipe.sh, or a model name looked up under tpu_recipes_path."
     ),
 ]

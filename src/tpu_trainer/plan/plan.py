@@ -171,6 +171,12 @@ def _variables(
     recipe: Recipe, config: Config, opts: PlanOptions, name: str, findings: list[Finding]
 ) -> tuple[Variable, ...]:
     given = dict(opts.variables)
+    for var_name, value in given.items():
+        if re.search(r"[\s'\"`\\;&|<>]", value) or "$(" in value:
+            raise InputError(
+                f"--var {var_name}={value}: values may not hold spaces, quotes or shell operators",
+                fix="give a plain value (paths, names, gs:// URLs)",
+            )
     out: dict[str, Variable] = {}
 
     def value_of(template: str) -> str:

@@ -1,0 +1,172 @@
+"""Benchmark: plan every ``run_recipe.sh`` under a folder in one process.
+
+For each recipe it runs what ``tpu-trainer plan``/``scripts`` compute: the plan, both
+generated scripts (setup and submit) and the plan as JSON text. It reports the time to
+import the library, the first (cold) pass over all recipes, and the best and median of
+``--repeat`` further passes, split by stage. It then times a whole
+``tpu-trainer plan <recipe> --json`` process (median of 5).
+
+The pass/fail figure is the first pass (after imports); the target is < 2 s.
+Exit status: 0 when under target and every recipe planned, else 1.
+
+Usage: python bench/plan_recipes.py <folder> [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from _timing import cli_path, median, time_runs, verdict
+
+if TYPE_CHECKING:
+    from tpu_trainer.plan.plan import PlanOptions
+
+TARGET_S = 2.0
+CLI_RUNS = 5
+STAGES = ("plan", "setup script", "submit script", "json")
+
+
+@dataclass
+class PassResult:
+    """One pass over the recipes: wall time, time per stage, and the recipes that raised."""
+
+    total: float = 0.0
+    stages: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    failures: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="searched recursively for run_recipe.sh")
+    parser.add_argument("--repeat", type=int, default=5, help="timed passes after the first")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    return args
+
+
+def find_recipes(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("run_recipe.sh"))
+
+
+def import_library() -> float:
+    """Import the modules the benchmark uses; return the seconds it took."""
+    start = time.perf_counter()
+    import tpu_trainer.app.planning
+    import tpu_trainer.app.resolve
+    import tpu_trainer.plan.plan
+    import tpu_trainer.plan.plan_json
+    import tpu_trainer.plan.scripts  # noqa: F401
+
+    return time.perf_counter() - start
+
+
+def make_options() -> PlanOptions:
+    from tpu_trainer.plan.plan import PlanOptions
+
+    return PlanOptions(user="bench", now=datetime(2026, 11, 22, 6, 0))
+
+
+def plan_one(script: Path, opts: PlanOptions, stages: dict[str, float]) -> None:
+    """Plan one recipe and render its scripts and JSON, adding each stage's time to ``stages``."""
+    from tpu_trainer.app.planning import Request, plan_request
+    from tpu_trainer.app.resolve import Filters
+    from tpu_trainer.plan.plan_json import plan_json
+    from tpu_trainer.plan.scripts import render_setup, render_submit
+
+    t0 = time.perf_counter()
+    plan = plan_request(Request(str(script.parent), filters=Filters()), opts)
+    t1 = time.perf_counter()
+    render_setup(plan)
+    t2 = time.perf_counter()
+    render_submit(plan)
+    t3 = time.perf_counter()
+    json.dumps(plan_json(plan), indent=2)
+    t4 = time.perf_counter()
+    for name, seconds in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+        stages[name] += seconds
+
+
+def run_pass(scripts: list[Path], opts: PlanOptions) -> PassResult:
+    result = PassResult()
+    start = time.perf_counter()
+    for script in scripts:
+        try:
+            plan_one(script, opts, result.stages)
+        except Exception:  # a benchmark reports every failing recipe, not just the first
+            result.failures.append((script, traceback.format_exc()))
+    result.total = time.perf_counter() - start
+    return result
+
+
+def report_failures(failures: list[tuple[Path, str]]) -> None:
+    sys.stdout.flush()  # keep the order when both streams go to one pipe
+    for script, trace in failures:
+        print(f"\nFAILED {script}\n{trace}", file=sys.stderr)
+
+
+def print_table(count: int, import_s: float, first: PassResult, passes: list[PassResult]) -> None:
+    totals = [p.total for p in passes]
+    rows = [
+        ("import tpu_trainer", import_s, None),
+        ("first pass", first.total, first.total),
+        (f"best of {len(passes)}", min(totals), min(totals)),
+        (f"median of {len(passes)}", statistics.median(totals), statistics.median(totals)),
+    ]
+    print(f"{'phase':<24}{'seconds':>10}{'ms/recipe':>12}")
+    for name, seconds, per in rows:
+        per_text = f"{per / count * 1000:12.2f}" if per is not None else ""
+        print(f"{name:<24}{seconds:10.3f}{per_text}")
+    print(f"\n{'stage (best of ' + str(len(passes)) + ')':<24}{'seconds':>10}{'ms/recipe':>12}")
+    for stage in STAGES:
+        best = min(p.stages[stage] for p in passes)
+        print(f"{stage:<24}{best:10.3f}{best / count * 1000:12.2f}")
+
+
+def time_cli(script: Path) -> list[float]:
+    argv = [str(cli_path()), "plan", str(script.parent), "--json"]
+    print(f"\n$ {shlex.join(argv)}")
+    return time_runs(argv, CLI_RUNS)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    scripts = find_recipes(args.folder)
+    if not scripts:
+        print(f"no run_recipe.sh under {args.folder}", file=sys.stderr)
+        return 1
+    print(f"recipes: {len(scripts)} run_recipe.sh under {args.folder}")
+    import_s = import_library()
+    opts = make_options()
+    first = run_pass(scripts, opts)
+    report_failures(first.failures)
+    failed = {script for script, _ in first.failures}
+    ok = [s for s in scripts if s not in failed]
+    if not ok:
+        return 1
+    passes = [run_pass(ok, opts) for _ in range(args.repeat)]
+    print_table(len(ok), import_s, first, passes)
+    cli = time_cli(ok[0])
+    print(
+        f"process wall time, median of {CLI_RUNS}: {median(cli):.3f} s"
+        f" (min {min(cli):.3f}, max {max(cli):.3f})\n"
+    )
+    status = verdict(first.total, TARGET_S)
+    if failed:
+        status = f"FAIL ({len(failed)} of {len(scripts)} recipes raised)"
+    print(f"planned {len(ok)} recipes in {first.total:.2f} s (target < {TARGET_S:g} s): {status}")
+    return 0 if status == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,404 @@
+"""Check the recipe reader against bash itself.
+
+``tpu_trainer.plan.recipe.parse_recipe`` reads a tpu-recipes ``run_recipe.sh`` without running
+it: it follows quoting, line continuations and variable expansion on its own. This script
+checks that reading against the real thing. For every ``run_recipe.sh`` under a folder it
+
+1. runs the script with ``bash`` in a throw-away directory whose ``PATH`` starts with
+   stand-ins: ``xpk`` records its argv and environment and exits 0; ``pip``, ``gsutil`` and
+   ``gcloud`` exit 0; ``date`` prints a fixed string. ``HOME`` holds an empty
+   ``.local/bin/venv/bin/activate`` so the recipe's ``source`` works, and ``USER`` is fixed.
+   When the kernel allows it the run also gets a network namespace of its own
+   (``unshare --net``), so nothing can reach the network even by accident;
+2. takes from the recorded argv what bash actually passed to xpk: every ``--flag[=value]``,
+   the device type, and the ``--command`` string, which it splits as the pod's shell would
+   (``shlex`` in POSIX mode with operators as separate tokens) to find the value of
+   ``LIBTPU_INIT_ARGS`` and the arguments after ``python3 -m <module> <base>.yml``;
+3. fills the reader's symbolic ``${NAME}`` references with the values of the variables xpk
+   saw exported (names it did not see, like ``${TPU_WORKER_ID}``, stay as they are) and
+   compares XLA flags and program arguments (in order), the entry module and base config,
+   the device type, and the set of xpk flags other than ``--command``.
+
+``<your-gcs-bucket-path>``-style placeholders are kept literal on both sides: the author means
+"fill this in", even though a real pod's shell would read the ``<`` as a redirection.
+
+The recipes ship with ``export PROJECT_ID=""`` and the like, so by default most references
+expand to the empty string on both sides and a misplaced one would go unnoticed.
+``--fill-exports`` gives each such variable a distinct value (``filled-PROJECT_ID``) in the copy
+bash runs; the reader still reads the original.
+
+Usage: ``python3 tools/verify_recipes_with_bash.py [--fill-exports] <folder>``. Prints one line
+per recipe and a summary, and exits 1 when any recipe differs or could not be checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_SRC = Path(__file__).resolve().parents[1] / "src"
+if str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))
+
+from tpu_trainer.errors import RecipeError  # noqa: E402
+from tpu_trainer.plan.recipe import Recipe, parse_recipe  # noqa: E402
+
+FIXED_DATE = "20261122-0600"
+TEST_USER = "test_user"
+TIMEOUT_S = 30
+CAPTURE_VAR = "VERIFY_RECIPES_XPK_CAPTURE"
+
+_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.-]*)>")
+_PH_OPEN, _PH_CLOSE = "\x03", "\x04"
+_PUNCTUATION = frozenset("();<>|&")
+_PYTHON = re.compile(r"(?:.*/)?python3?(?:\.\d+)?")
+_YAML = re.compile(r"\.ya?ml$")
+_EMPTY_EXPORT = re.compile(r'^(\s*export\s+)([A-Za-z_][A-Za-z0-9_]*)=""', re.MULTILINE)
+
+_XPK_STAND_IN = """\
+#!{python}
+import json, os, sys
+with open(os.environ["{capture}"], "a", encoding="utf-8") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
+"""
+_SH_STAND_INS = {
+    "pip": "exit 0",
+    "gsutil": "exit 0",
+    "gcloud": "exit 0",
+    "date": f"echo {FIXED_DATE}",
+}
+
+Flag = tuple[str, str | None]
+
+
+class HarnessError(Exception):
+    """The recipe could not be run or its xpk call could not be understood."""
+
+
+@dataclass(frozen=True)
+class XpkCall:
+    argv: list[str]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class View:
+    """What one side (bash or the reader) says the recipe submits."""
+
+    device_type: str | None
+    flags: frozenset[Flag]
+    xla_flags: list[str]
+    module: str | None
+    base_config: str | None
+    program_args: list[str]
+
+
+# ---- running the recipe --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    bin_dir: Path
+    home: Path
+    prefix: list[str]
+    """Command that isolates the run from the network (empty when unavailable)."""
+    bash: str
+    fill_exports: bool
+    """Give ``export NAME=""`` lines a distinct value in the copy bash runs."""
+
+
+def make_sandbox(root: Path, fill_exports: bool) -> Sandbox:
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    xpk = _XPK_STAND_IN.format(python=sys.executable, capture=CAPTURE_VAR)
+    (bin_dir / "xpk").write_text(xpk, encoding="utf-8")
+    for name, body in _SH_STAND_INS.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    home = root / "home"
+    activate = home / ".local" / "bin" / "venv" / "bin" / "activate"
+    activate.parent.mkdir(parents=True)
+    activate.touch()
+    bash = shutil.which("bash")
+    if bash is None:
+        raise HarnessError("bash not found")
+    return Sandbox(bin_dir, home, network_isolation(), bash, fill_exports)
+
+
+def network_isolation() -> list[str]:
+    """``unshare`` with a private network namespace when it works here, else nothing."""
+    unshare = shutil.which("unshare")
+    if unshare is not None:
+        prefix = [unshare, "--net", "--map-root-user"]
+        probe = subprocess.run(
+            [*prefix, "true"], capture_output=True, timeout=TIMEOUT_S, check=False
+        )
+        if probe.returncode == 0:
+            return prefix
+    print(
+        "note: no network namespace available; relying on the stand-ins alone",
+        file=sys.stderr,
+    )
+    return []
+
+
+def run_in_bash(script: Path, sandbox: Sandbox, work: Path) -> XpkCall:
+    """Run a copy of ``script`` with bash in ``work`` and return the one xpk call it made."""
+    copy = work / "run_recipe.sh"
+    text = script.read_text(encoding="utf-8")
+    if sandbox.fill_exports:
+        text = _EMPTY_EXPORT.sub(lambda m: f'{m.group(1)}{m.group(2)}="filled-{m.group(2)}"', text)
+    copy.write_text(text, encoding="utf-8")
+    capture = work / "xpk-calls.jsonl"
+    env = {
+        "PATH": f"{sandbox.bin_dir}:/usr/bin:/bin",
+        "HOME": str(sandbox.home),
+        "USER": TEST_USER,
+        CAPTURE_VAR: str(capture),
+    }
+    argv = [*sandbox.prefix, sandbox.bash, str(copy)]
+    with subprocess.Popen(
+        argv,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            _, stderr = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise HarnessError(f"bash did not finish within {TIMEOUT_S} s") from None
+    if proc.returncode != 0:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        raise HarnessError(f"bash exited with {proc.returncode}" + (f": {tail}" if tail else ""))
+    return read_capture(capture)
+
+
+def read_capture(capture: Path) -> XpkCall:
+    if not capture.exists():
+        raise HarnessError("the script never called xpk")
+    lines = capture.read_text(encoding="utf-8").splitlines()
+    if len(lines) != 1:
+        raise HarnessError(f"the script called xpk {len(lines)} times")
+    record = json.loads(lines[0])
+    argv, env = record.get("argv"), record.get("env")
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        raise HarnessError("malformed xpk capture (argv)")
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise HarnessError("malformed xpk capture (env)")
+    return XpkCall([str(a) for a in argv], {str(k): str(v) for k, v in env.items()})
+
+
+# ---- what bash passed ------------------------------------------------------------------
+
+
+def parse_xpk_argv(argv: list[str]) -> list[Flag]:
+    """``--name=value``, ``--name value`` and ``--switch``, the way the reader pairs them.
+
+    A stray word (say, from an unquoted value that bash split) is kept as ``(word, None)`` so
+    that it shows up in the comparison.
+    """
+    if argv[:2] != ["workload", "create"]:
+        raise HarnessError(f"xpk called as `xpk {' '.join(argv[:2])}`")
+    words = argv[2:]
+    flags: list[Flag] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            flags.append((word, None))
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        if not eq and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            value, eq = words[i + 1], "="
+            i += 1
+        flags.append((name, value if eq else None))
+        i += 1
+    return flags
+
+
+def split_pod_command(command: str) -> list[str]:
+    """Words and operators of ``command`` as a POSIX shell reads them, placeholders kept."""
+    protected = _PLACEHOLDER.sub(lambda m: _PH_OPEN + m.group(1) + _PH_CLOSE, command)
+    lexer = shlex.shlex(protected, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return [tok.replace(_PH_OPEN, "<").replace(_PH_CLOSE, ">") for tok in lexer]
+
+
+def is_operator(token: str) -> bool:
+    return bool(token) and set(token) <= _PUNCTUATION
+
+
+def find_entry(tokens: list[str]) -> tuple[str, str, list[str]]:
+    """Module, base config and arguments of ``python3 -m <module> <base>.yml <args...>``."""
+    for i, tok in enumerate(tokens):
+        window = tokens[i : i + 4]
+        if len(window) == 4 and _PYTHON.fullmatch(tok) and window[1] == "-m":
+            if not _YAML.search(window[3]):
+                continue
+            args: list[str] = []
+            for arg in tokens[i + 4 :]:
+                if is_operator(arg):
+                    break
+                args.append(arg)
+            return window[2], window[3], args
+    raise HarnessError("no `python3 -m <module> <base>.yml` in --command")
+
+
+def bash_view(call: XpkCall) -> View:
+    flags = parse_xpk_argv(call.argv)
+    commands = [value for name, value in flags if name == "--command"]
+    if len(commands) != 1 or commands[0] is None:
+        raise HarnessError(f"expected one --command=..., found {len(commands)}")
+    tokens = split_pod_command(commands[0])
+    xla: list[str] = []
+    for tok in tokens:
+        if tok.startswith("LIBTPU_INIT_ARGS="):
+            xla = tok.partition("=")[2].split()
+            break
+    module, base, args = find_entry(tokens)
+    devices = [v for n, v in flags if n in ("--device-type", "--tpu-type")]
+    return View(
+        device_type=devices[0] if devices else None,
+        flags=frozenset(f for f in flags if f[0] != "--command"),
+        xla_flags=xla,
+        module=module,
+        base_config=base,
+        program_args=args,
+    )
+
+
+# ---- what the reader says ---------------------------------------------------------------
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Fill ``${NAME}`` from ``env`` (one pass, values not re-expanded); unknown names stay."""
+    return _REF.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+
+
+def reader_view(recipe: Recipe, env: dict[str, str]) -> View:
+    flags = frozenset(
+        (f.name, None if f.value is None else expand(f.value, env))
+        for f in recipe.xpk_flags
+        if f.name != "--command"
+    )
+    base = recipe.entry.base_config
+    return View(
+        device_type=expand(recipe.device_type, env),
+        flags=flags,
+        xla_flags=[expand(x, env) for x in recipe.xla_flags],
+        module=expand(recipe.entry.module, env),
+        base_config=None if base is None else expand(base, env),
+        program_args=[expand(a, env) for a in recipe.program_args],
+    )
+
+
+# ---- comparing ---------------------------------------------------------------------------
+
+
+def _at(items: list[str], index: int) -> str:
+    return repr(items[index]) if index < len(items) else "(missing)"
+
+
+def list_difference(label: str, reader: list[str], bash: list[str]) -> str | None:
+    if reader == bash:
+        return None
+    index = next(
+        (i for i, (r, b) in enumerate(zip(reader, bash, strict=False)) if r != b),
+        min(len(reader), len(bash)),
+    )
+    return (
+        f"{label}[{index}] reader={_at(reader, index)} bash={_at(bash, index)}"
+        f" ({len(reader)} vs {len(bash)} items)"
+    )
+
+
+def flag_difference(reader: frozenset[Flag], bash: frozenset[Flag]) -> str | None:
+    if reader == bash:
+        return None
+    only_reader = sorted(reader - bash, key=str)
+    only_bash = sorted(bash - reader, key=str)
+    return f"xpk flags: reader only {only_reader}, bash only {only_bash}"
+
+
+def differences(reader: View, bash: View) -> list[str]:
+    found = [
+        list_difference("xla_flags", reader.xla_flags, bash.xla_flags),
+        list_difference("program_args", reader.program_args, bash.program_args),
+        flag_difference(reader.flags, bash.flags),
+    ]
+    for label, r, b in (
+        ("device_type", reader.device_type, bash.device_type),
+        ("module", reader.module, bash.module),
+        ("base_config", reader.base_config, bash.base_config),
+    ):
+        if r != b:
+            found.append(f"{label} reader={r!r} bash={b!r}")
+    return [d for d in found if d is not None]
+
+
+def check_recipe(script: Path, shown: str, sandbox: Sandbox, work: Path) -> tuple[bool, str]:
+    """Return whether the reader agrees with bash, and the line to print."""
+    try:
+        call = run_in_bash(script, sandbox, work)
+        bash = bash_view(call)
+    except (HarnessError, OSError, ValueError) as e:
+        return False, f"ERROR {shown}: could not run under bash: {e}"
+    try:
+        recipe = parse_recipe(script.read_text(encoding="utf-8"), shown)
+    except RecipeError as e:
+        return False, f"MISMATCH {shown}: the reader refused it: {e}"
+    found = differences(reader_view(recipe, call.env), bash)
+    if found:
+        return False, f"MISMATCH {shown}: " + "; ".join(found)
+    return True, f"OK {shown} ({len(bash.xla_flags)} XLA flags, {len(bash.program_args)} args)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("folder", type=Path, help="searched recursively for run_recipe.sh")
+    parser.add_argument(
+        "--fill-exports",
+        action="store_true",
+        help='give each `export NAME=""` a distinct value in the copy bash runs, so a '
+        "reference the reader misplaces cannot hide behind an empty string",
+    )
+    options = parser.parse_args(argv)
+    folder: Path = options.folder
+    scripts = sorted(folder.rglob("run_recipe.sh"))
+    if not scripts:
+        print(f"no run_recipe.sh under {folder}", file=sys.stderr)
+        return 2
+    passed = failed = 0
+    with tempfile.TemporaryDirectory(prefix="verify-recipes-") as tmp:
+        sandbox = make_sandbox(Path(tmp), options.fill_exports)
+        for n, script in enumerate(scripts):
+            work = Path(tmp) / f"run-{n}"
+            work.mkdir()
+            ok, line = check_recipe(script, str(script.relative_to(folder)), sandbox, work)
+            print(line)
+            passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
