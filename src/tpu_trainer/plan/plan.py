@@ -171,10 +171,10 @@ def _variables(
     recipe: Recipe, config: Config, opts: PlanOptions, name: str, findings: list[Finding]
 ) -> tuple[Variable, ...]:
     given = dict(opts.variables)
-    for var_name, value in given.items():
-        if re.search(r"[\s'\"`\\;&|<>]", value) or "$(" in value:
+    for var_name, given_value in given.items():
+        if re.search(r"[\s'\"`\\;&|<>]", given_value) or "$(" in given_value:
             raise InputError(
-                f"--var {var_name}={value}: values may not hold spaces, quotes or shell operators",
+                f"--var {var_name}={given_value}: values may not hold spaces, quotes or shell operators",
                 fix="give a plain value (paths, names, gs:// URLs)",
             )
     out: dict[str, Variable] = {}
