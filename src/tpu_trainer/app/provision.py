@@ -1,0 +1,362 @@
+"""Make the cluster ready for a slice: find or create a RUNNING node pool, from the configured
+reservations in priority order, and return the zone to submit to."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.config.model import Config
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_already_exists
+from tpu_trainer.infra.runner import CommandFailed, CommandResult
+from tpu_trainer.infra.xpk import Xpk, XpkFailure, classify, cluster_adapt_argv
+from tpu_trainer.plan.capacity import Choice, Outcome, Survey, Verdict, order
+from tpu_trainer.plan.nodepool import (
+    NodePoolRequest,
+    gcloud_create_argv,
+    machine_types,
+    pool_matches,
+    tool_pool_name,
+    xpk_pool_names,
+)
+from tpu_trainer.plan.slices import Slice
+from tpu_trainer.store.db import ResourceState, RunStore
+
+
+class CapacityError(TpuTrainerError):
+    """No reservation could give the slice."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    reservation: str
+    zone: str | None
+    status: str | None
+    free_hosts: int | None
+    outcome: str
+    message: str = ""
+
+
+@dataclass
+class Provisioned:
+    pool: str
+    zone: str
+    created: bool
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+@dataclass
+class Provisioner:
+    gcloud: Gcloud
+    xpk: Xpk
+    store: RunStore
+    run_id: str
+    config: Config
+    slice: Slice
+    num_slices: int
+    display: Display
+    poll_seconds: float = 30.0
+    provisioning_timeout_s: float = 4 * 3600.0
+    attempts: list[Attempt] = field(default_factory=list)
+
+    # ---- entry point ------------------------------------------------------------------
+    def ensure(self) -> Provisioned:
+        cfg = self.config
+        cluster = self.gcloud.cluster(cfg.cluster_name, cfg.region)
+        if cluster is None:
+            raise TpuTrainerError(
+                f"cluster {cfg.cluster_name} not found in {cfg.region} (project {cfg.project_id})",
+                fix="check cluster_name/region in the configuration, or create the cluster with "
+                "`xpk cluster create`",
+            )
+        pools = self.gcloud.node_pools(cfg.cluster_name, cfg.region)
+        self.store.update_run(self.run_id, pools_before=[p.name for p in pools])
+        existing = self._usable_existing(pools)
+        if existing is not None:
+            return existing
+        return self._create(pools, cluster.node_version)
+
+    def _usable_existing(self, pools: list[NodePool]) -> Provisioned | None:
+        allowed = machine_types(self.slice, self.config.machine_type)
+        for pool in pools:
+            if not pool_matches(
+                pool.machine_type,
+                pool.node_count,
+                pool.tpu_topology,
+                pool.placement_policy,
+                self.slice,
+                allowed,
+            ):
+                continue
+            zone = pool.zones[0] if pool.zones else self.config.default_zone
+            if pool.status == "RUNNING":
+                self.display.info(f"node pool {pool.name} ({zone}) already runs {self.slice}")
+                return Provisioned(pool.name, zone, created=False, attempts=self.attempts)
+            if pool.status in ("PROVISIONING", "RECONCILING"):
+                self.display.info(f"node pool {pool.name} is {pool.status}; waiting for it")
+                self._wait_running(pool.name)
+                return Provisioned(pool.name, zone, created=False, attempts=self.attempts)
+            if pool.status == "ERROR":
+                self.display.warn(
+                    f"node pool {pool.name} matches {self.slice} but is in ERROR; it was not "
+                    f"made by this run, so it is left alone (delete it with `gcloud container "
+                    f"node-pools delete {pool.name} --cluster={self.config.cluster_name} "
+                    f"--region={self.config.region} --quiet`)"
+                )
+        return None
+
+    # ---- capacity ---------------------------------------------------------------------
+    def survey(self) -> list[Choice]:
+        """Ask every configured reservation, in parallel, for its zone, status and free hosts."""
+        reservations = self.config.reservations
+
+        def ask(i: int) -> Survey:
+            ref = reservations[i]
+            found = self.gcloud.reservation(ref.name, ref.zone)
+            if found is None:
+                return Survey(ref.name, ref.zone, None, None, found=False)
+            return Survey(found.name, found.zone or ref.zone, found.status, found.free_hosts)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(reservations)))) as pool:
+            surveys = list(pool.map(ask, range(len(reservations))))
+        return order(surveys, self.slice.hosts * self.num_slices, self.config.region)
+
+    def _note(self, choice: Choice, outcome: Outcome | Verdict, message: str = "") -> None:
+        s = choice.survey
+        attempt = Attempt(s.name, s.zone, s.status, s.free_hosts, outcome.value, message)
+        self.attempts.append(attempt)
+        self.store.record_attempt(
+            self.run_id,
+            reservation=s.name,
+            zone=s.zone,
+            status=s.status,
+            free_hosts=s.free_hosts,
+            needed_hosts=self.slice.hosts * self.num_slices,
+            outcome=outcome.value,
+            message=message,
+        )
+        shown = f"{s.name} ({s.zone or '?'}, {s.status or '?'}, free hosts {s.free_hosts})"
+        self.display.info(f"reservation {shown}: {outcome.value} {message}".rstrip())
+
+    def _create(self, pools: list[NodePool], node_version: str) -> Provisioned:
+        if not self.config.reservations:
+            raise CapacityError(
+                "no reservations configured",
+                fix="add `reservations: [name, ...]` to the configuration",
+            )
+        for choice in self.survey():
+            if not choice.usable:
+                self._note(choice, choice.verdict)
+                continue
+            made = self._try(choice, pools, node_version)
+            if made is not None:
+                return made
+        lines = "\n".join(
+            f"  {a.reservation} ({a.zone or '?'}): {a.outcome} {a.message}".rstrip()
+            for a in self.attempts
+        )
+        raise CapacityError(
+            f"no reservation could provide {self.slice} x{self.num_slices} "
+            f"({self.slice.hosts * self.num_slices} hosts):\n{lines}",
+            fix="add or free a reservation, or wait for capacity and run again; nothing was left "
+            "running",
+        )
+
+    def _try(self, choice: Choice, pools: list[NodePool], node_version: str) -> Provisioned | None:
+        zone = choice.survey.zone or self.config.default_zone
+        names = [p.name for p in pools]
+        prefix = f"{self.config.cluster_name}-np-"
+        others = [p for p in pools if p.name.startswith(prefix)]
+        if others:
+            # xpk would delete (after an interactive prompt) its pools of another device type.
+            self.display.info(
+                f"cluster already has xpk pools {', '.join(p.name for p in others)}: "
+                "creating a separate pool with gcloud instead of xpk cluster adapt"
+            )
+            return self._gcloud_create(choice, zone, node_version)
+        predicted = xpk_pool_names(self.config.cluster_name, names, self.num_slices)
+        ids = [
+            self.store.resource_intent(
+                self.run_id,
+                kind="nodepool",
+                name=n,
+                project=self.config.project_id,
+                location=self.config.region,
+                cluster=self.config.cluster_name,
+                detail={"zone": zone, "reservation": choice.survey.name, "via": "xpk"},
+            )
+            for n in predicted
+        ]
+        result = self.xpk.run(
+            cluster_adapt_argv(
+                cluster=self.config.cluster_name,
+                project=self.config.project_id,
+                zone=zone,
+                device_type=self.slice.device_type,
+                num_slices=self.num_slices,
+                reservation=choice.survey.name,
+            )
+        )
+        if result.ok:
+            self._mark(ids, ResourceState.CREATED)
+            self._note(choice, Outcome.CREATED, f"with xpk cluster adapt: {', '.join(predicted)}")
+            self._wait_running(predicted[0])
+            return Provisioned(predicted[0], zone, created=True, attempts=self.attempts)
+        return self._after_xpk_failure(choice, zone, node_version, result, ids, predicted)
+
+    def _after_xpk_failure(
+        self,
+        choice: Choice,
+        zone: str,
+        node_version: str,
+        result: CommandResult,
+        ids: list[int],
+        predicted: list[str],
+    ) -> Provisioned | None:
+        failure = classify(result)
+        self._settle(ids, predicted)
+        if failure is XpkFailure.MEMORY_LIMIT:
+            self.display.warn(
+                "xpk cluster adapt hit its memory_limit bug; creating the node pool "
+                "with gcloud beta instead"
+            )
+            return self._gcloud_create(choice, zone, node_version)
+        if failure is XpkFailure.CAPACITY:
+            self._note(choice, Outcome.EXHAUSTED, _last_line(result))
+            return None
+        if failure is XpkFailure.WRONG_ZONE:
+            self._note(choice, Outcome.WRONG_ZONE, _last_line(result))
+            return None
+        self._note(choice, Outcome.FAILED, _last_line(result))
+        raise CommandFailed(
+            result, fix="see the xpk output above; the run's resources are cleaned up by teardown"
+        )
+
+    def _settle(self, ids: list[int], names: list[str]) -> None:
+        """After a failed create: which of the recorded pools exist? Keep those for teardown."""
+        present = {
+            p.name: p for p in self.gcloud.node_pools(self.config.cluster_name, self.config.region)
+        }
+        for rid, name in zip(ids, names, strict=True):
+            if name in present:
+                self.store.resource_state(rid, ResourceState.CREATED, status=present[name].status)
+            else:
+                self.store.resource_state(rid, ResourceState.ABSENT)
+
+    def _mark(self, ids: list[int], state: ResourceState) -> None:
+        for rid in ids:
+            self.store.resource_state(rid, state)
+
+    # ---- gcloud fallback --------------------------------------------------------------
+    def _ensure_workload_policy(self) -> None:
+        policy = self.slice.workload_policy
+        if policy is None or self.gcloud.resource_policy_exists(policy, self.config.region):
+            return
+        rid = self.store.resource_intent(
+            self.run_id,
+            kind="workload-policy",
+            name=policy,
+            project=self.config.project_id,
+            location=self.config.region,
+        )
+        result = self.gcloud.create_workload_policy(
+            policy, self.config.region, self.slice.topology_name
+        )
+        if not result.ok and not is_already_exists(result):
+            self.store.resource_state(rid, ResourceState.ABSENT)
+            raise CommandFailed(result, fix="check the project's Compute Engine permissions")
+        self.store.resource_state(rid, ResourceState.CREATED if result.ok else ResourceState.ABSENT)
+
+    def _gcloud_create(self, choice: Choice, zone: str, node_version: str) -> Provisioned | None:
+        self._ensure_workload_policy()
+        name = tool_pool_name(self.run_id, self.slice)
+        req = NodePoolRequest(
+            name=name,
+            cluster=self.config.cluster_name,
+            project=self.config.project_id,
+            region=self.config.region,
+            zone=zone,
+            reservation=choice.survey.name,
+            slice=self.slice,
+            node_version=node_version,
+            machine_type=machine_types(self.slice, self.config.machine_type)[0],
+        )
+        for _ in range(2):
+            rid = self.store.resource_intent(
+                self.run_id,
+                kind="nodepool",
+                name=name,
+                project=self.config.project_id,
+                location=self.config.region,
+                cluster=self.config.cluster_name,
+                detail={"zone": zone, "reservation": choice.survey.name, "via": "gcloud"},
+            )
+            result = self.gcloud.create_node_pool(gcloud_create_argv(req))
+            if result.ok:
+                self.store.resource_state(rid, ResourceState.CREATED)
+                self._note(choice, Outcome.CREATED, f"with gcloud beta: {name}")
+                self._wait_running(name)
+                return Provisioned(name, zone, created=True, attempts=self.attempts)
+            existing = self.gcloud.node_pool(self.config.cluster_name, self.config.region, name)
+            if existing is None:
+                self.store.resource_state(rid, ResourceState.ABSENT)
+            else:
+                self.store.resource_state(rid, ResourceState.CREATED, status=existing.status)
+            if is_already_exists(result) and existing is not None and existing.status == "ERROR":
+                self.display.warn(
+                    f"{name} exists in ERROR (an earlier attempt): deleting it and "
+                    "creating it again"
+                )
+                self.gcloud.delete_node_pool(self.config.cluster_name, self.config.region, name)
+                self.store.resource_state(rid, ResourceState.DELETED)
+                continue
+            if is_already_exists(result) and existing is not None:
+                self._note(choice, Outcome.REUSED, f"{name} already exists ({existing.status})")
+                self._wait_running(name)
+                return Provisioned(name, zone, created=True, attempts=self.attempts)
+            failure = classify(result)
+            if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
+                outcome = (
+                    Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
+                )
+                self._note(choice, outcome, _last_line(result))
+                return None
+            self._note(choice, Outcome.FAILED, _last_line(result))
+            raise CommandFailed(result)
+        return None
+
+    # ---- waiting ----------------------------------------------------------------------
+    def _wait_running(self, name: str) -> NodePool:
+        """Wait out PROVISIONING (it cannot be cancelled), showing the time waited."""
+        started = time.monotonic()
+        while True:
+            pool = self.gcloud.node_pool(self.config.cluster_name, self.config.region, name)
+            elapsed = time.monotonic() - started
+            if pool is None:
+                raise TpuTrainerError(
+                    f"node pool {name} disappeared while provisioning",
+                    fix="check `gcloud container operations list`",
+                )
+            if pool.status == "RUNNING":
+                self.display.info(f"node pool {name} is RUNNING after {elapsed:.0f} s")
+                return pool
+            if pool.status == "ERROR":
+                raise TpuTrainerError(
+                    f"node pool {name} went to ERROR while provisioning",
+                    fix="teardown deletes it; try another reservation",
+                )
+            if elapsed > self.provisioning_timeout_s:
+                raise TpuTrainerError(
+                    f"node pool {name} still {pool.status} after {elapsed:.0f} s",
+                    fix="CREATE_NODE_POOL cannot be cancelled: wait, then `tpu-trainer cleanup RUN`",
+                )
+            self.display.waiting(f"node pool {name} {pool.status}", elapsed)
+            time.sleep(self.poll_seconds)
+
+
+def _last_line(result: CommandResult) -> str:
+    lines = [line for line in result.text().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else f"exit {result.code}"

@@ -1,0 +1,263 @@
+"""gcloud, asked for JSON: argv builders (pure), parsers (pure) and a thin client."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    name: str
+    location: str
+    status: str
+    node_version: str
+    datapath: str
+    """``ADVANCED_DATAPATH`` (Dataplane V2) or ``LEGACY_DATAPATH``."""
+    multi_networking: bool
+    raw: dict[str, Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    status: str
+    """RUNNING, PROVISIONING, RECONCILING, STOPPING, ERROR..."""
+    machine_type: str
+    node_count: int
+    zones: tuple[str, ...]
+    tpu_topology: str | None
+    placement_policy: str | None
+    labels: dict[str, str]
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    name: str
+    zone: str
+    status: str
+    host_count: int | None
+    in_use_hosts: int | None
+
+    @property
+    def free_hosts(self) -> int | None:
+        if self.host_count is None or self.in_use_hosts is None:
+            return None
+        return self.host_count - self.in_use_hosts
+
+
+def _int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _last(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def parse_cluster(obj: dict[str, Any]) -> Cluster:
+    net = obj.get("networkConfig") or {}
+    return Cluster(
+        name=obj["name"],
+        location=obj.get("location", ""),
+        status=obj.get("status", ""),
+        node_version=obj.get("currentNodeVersion", ""),
+        datapath=net.get("datapathProvider", "LEGACY_DATAPATH"),
+        multi_networking=bool(net.get("enableMultiNetworking")),
+        raw=obj,
+    )
+
+
+def parse_node_pool(obj: dict[str, Any]) -> NodePool:
+    config = obj.get("config") or {}
+    placement = obj.get("placementPolicy") or {}
+    count = _int(obj.get("initialNodeCount"))
+    return NodePool(
+        name=obj["name"],
+        status=obj.get("status", ""),
+        machine_type=config.get("machineType", ""),
+        node_count=count or 0,
+        zones=tuple(obj.get("locations") or ()),
+        tpu_topology=placement.get("tpuTopology"),
+        placement_policy=placement.get("policyName"),
+        labels=dict(config.get("labels") or {}),
+        version=obj.get("version", ""),
+    )
+
+
+def parse_reservation(obj: dict[str, Any]) -> Reservation:
+    agg = obj.get("aggregateReservation") or {}
+    spec = obj.get("specificReservation") or {}
+    hosts = _int(agg.get("hostCount"))
+    used = _int(agg.get("inUseHostCount"))
+    if hosts is None:
+        hosts, used = _int(spec.get("count")), _int(spec.get("inUseCount"))
+    return Reservation(obj["name"], _last(obj.get("zone", "")), obj.get("status", ""), hosts, used)
+
+
+def _json(result: CommandResult) -> Any:
+    try:
+        return json.loads(result.stdout or "null")
+    except json.JSONDecodeError:
+        raise TpuTrainerError(
+            f"`{' '.join(result.argv[:4])}` did not answer JSON: {result.stdout[:200]!r}",
+            fix="check the gcloud installation (`gcloud --version`)",
+        ) from None
+
+
+def is_not_found(result: CommandResult) -> bool:
+    text = result.text()
+    return (
+        "code=404" in text or "Not found" in text or "NOT_FOUND" in text or "was not found" in text
+    )
+
+
+def is_already_exists(result: CommandResult) -> bool:
+    text = result.text()
+    return "code=409" in text or "Already exists" in text or "ALREADY_EXISTS" in text
+
+
+@dataclass
+class Gcloud:
+    runner: CommandRunner
+    project: str
+
+    def _run(self, argv: list[str], timeout: float = 300) -> CommandResult:
+        return self.runner.run(["gcloud", *argv, f"--project={self.project}"], timeout=timeout)
+
+    # clusters ---------------------------------------------------------------------------
+    def cluster(self, name: str, region: str) -> Cluster | None:
+        r = self._run(
+            ["container", "clusters", "describe", name, f"--region={region}", "--format=json"]
+        )
+        if not r.ok:
+            if is_not_found(r):
+                return None
+            raise CommandFailed(r)
+        return parse_cluster(_json(r))
+
+    # node pools -------------------------------------------------------------------------
+    def node_pools(self, cluster: str, region: str) -> list[NodePool]:
+        r = self._run(
+            [
+                "container",
+                "node-pools",
+                "list",
+                f"--cluster={cluster}",
+                f"--region={region}",
+                "--format=json",
+            ]
+        )
+        if not r.ok:
+            raise CommandFailed(r, fix=f"check that cluster {cluster} exists in {region}")
+        return [parse_node_pool(o) for o in _json(r) or []]
+
+    def node_pool(self, cluster: str, region: str, name: str) -> NodePool | None:
+        r = self._run(
+            [
+                "container",
+                "node-pools",
+                "describe",
+                name,
+                f"--cluster={cluster}",
+                f"--region={region}",
+                "--format=json",
+            ]
+        )
+        if not r.ok:
+            if is_not_found(r):
+                return None
+            raise CommandFailed(r)
+        return parse_node_pool(_json(r))
+
+    def create_node_pool(self, argv: list[str]) -> CommandResult:
+        """Run a ``gcloud beta container node-pools create`` built by plan.nodepool (no --project)."""
+        return self.runner.run(argv, timeout=7200)
+
+    def delete_node_pool(self, cluster: str, region: str, name: str) -> CommandResult:
+        return self._run(
+            [
+                "container",
+                "node-pools",
+                "delete",
+                name,
+                f"--cluster={cluster}",
+                f"--region={region}",
+                "--quiet",
+            ],
+            timeout=3600,
+        )
+
+    # reservations -----------------------------------------------------------------------
+    def reservation(self, name: str, zone: str | None) -> Reservation | None:
+        if zone:
+            r = self._run(
+                [
+                    "beta",
+                    "compute",
+                    "reservations",
+                    "describe",
+                    name,
+                    f"--zone={zone}",
+                    "--format=json",
+                ]
+            )
+            if r.ok:
+                return parse_reservation(_json(r))
+            if is_not_found(r):
+                return None
+            raise CommandFailed(r)
+        r = self._run(
+            ["beta", "compute", "reservations", "list", f"--filter=name={name}", "--format=json"]
+        )
+        if not r.ok:
+            raise CommandFailed(r)
+        found = [parse_reservation(o) for o in _json(r) or []]
+        return found[0] if found else None
+
+    # workload (placement) policies ------------------------------------------------------
+    def resource_policy_exists(self, name: str, region: str) -> bool:
+        r = self._run(
+            [
+                "compute",
+                "resource-policies",
+                "describe",
+                name,
+                f"--region={region}",
+                "--format=json",
+            ]
+        )
+        if r.ok:
+            return True
+        if is_not_found(r):
+            return False
+        raise CommandFailed(r)
+
+    def create_workload_policy(self, name: str, region: str, topology: str) -> CommandResult:
+        return self._run(
+            [
+                "beta",
+                "compute",
+                "resource-policies",
+                "create",
+                "workload-policy",
+                name,
+                "--type=HIGH_THROUGHPUT",
+                f"--accelerator-topology={topology}",
+                f"--region={region}",
+            ]
+        )
+
+    def delete_resource_policy(self, name: str, region: str) -> CommandResult:
+        return self._run(
+            ["compute", "resource-policies", "delete", name, f"--region={region}", "--quiet"]
+        )

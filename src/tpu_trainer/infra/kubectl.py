@@ -1,0 +1,96 @@
+"""kubectl, asked for JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
+
+
+def _not_found(result: CommandResult) -> bool:
+    return "NotFound" in result.stderr or "not found" in result.stderr
+
+
+@dataclass
+class Kubectl:
+    runner: CommandRunner
+    context: str | None = None
+
+    def _argv(self, *args: str) -> list[str]:
+        return ["kubectl", *([f"--context={self.context}"] if self.context else []), *args]
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        ns = [f"--namespace={namespace}"] if namespace else []
+        r = self.runner.run(self._argv("get", kind, name, *ns, "-o", "json"), timeout=120)
+        if not r.ok:
+            if _not_found(r):
+                return None
+            raise CommandFailed(
+                r, fix="check `kubectl config current-context` points at the cluster"
+            )
+        obj: dict[str, Any] = json.loads(r.stdout)
+        return obj
+
+    def list_objects(
+        self, kind: str, *, selector: str | None = None, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        args = ["get", kind, "-o", "json"]
+        if selector:
+            args.append(f"--selector={selector}")
+        if namespace:
+            args.append(f"--namespace={namespace}")
+        r = self.runner.run(self._argv(*args), timeout=120)
+        if not r.ok:
+            raise CommandFailed(r)
+        items: list[dict[str, Any]] = json.loads(r.stdout).get("items", [])
+        return items
+
+    def apply(self, obj: dict[str, Any]) -> CommandResult:
+        """``kubectl apply -f <file>`` of one object (validated by the caller)."""
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(obj, f)
+            path = f.name
+        try:
+            return self.runner.run(self._argv("apply", "-f", path, "-o", "json"), timeout=120)
+        finally:
+            Path(path).unlink(missing_ok=True)
+
+    def patch_merge(
+        self, kind: str, name: str, body: dict[str, Any], namespace: str | None = None
+    ) -> CommandResult:
+        ns = [f"--namespace={namespace}"] if namespace else []
+        return self.runner.run(
+            self._argv(
+                "patch",
+                kind,
+                name,
+                *ns,
+                "--type",
+                "merge",
+                "-p",
+                json.dumps(body, separators=(",", ":")),
+            ),
+            timeout=120,
+        )
+
+    def logs_argv(
+        self,
+        pod: str,
+        container: str | None = None,
+        *,
+        follow: bool = False,
+        namespace: str | None = None,
+    ) -> list[str]:
+        args = ["logs", pod]
+        if container:
+            args.append(f"--container={container}")
+        if follow:
+            args.append("--follow")
+        if namespace:
+            args.append(f"--namespace={namespace}")
+        return self._argv(*args)

@@ -1,0 +1,207 @@
+"""The one way the tool runs gcloud, kubectl, xpk and friends: argv lists, never a shell.
+
+``SubprocessRunner`` runs for real (with a timeout, optional line streaming, and a recorder that
+sees every call with secrets redacted). ``DryRunRunner`` passes read-only commands through and
+records, without running, everything that would change the cloud.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.redact import Redactor
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    ran: bool = True
+    """False when a dry run only recorded the command."""
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def text(self) -> str:
+        return (self.stdout + "\n" + self.stderr).strip()
+
+
+class CommandFailed(TpuTrainerError):  # noqa: N818 (reads as a sentence: raise CommandFailed)
+    """A command that had to succeed did not."""
+
+    def __init__(self, result: CommandResult, fix: str = "") -> None:
+        tail = result.stderr.strip().splitlines()[-5:] or result.stdout.strip().splitlines()[-5:]
+        super().__init__(
+            f"`{' '.join(result.argv[:4])} ...` failed (exit {result.code}): " + " | ".join(tail),
+            fix=fix or "see the message above; `tpu-trainer show RUN` lists every command run",
+        )
+        self.result = result
+
+
+LineSink = Callable[[str, str], None]
+"""Called with (stream name, line) for each output line while a command runs."""
+Recorder = Callable[[CommandResult], None]
+
+
+class CommandRunner(Protocol):
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        on_line: LineSink | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = False,
+    ) -> CommandResult: ...
+
+
+@dataclass
+class SubprocessRunner:
+    """Runs commands for real."""
+
+    env: Mapping[str, str] | None = None
+    """Base environment (default: this process's)."""
+    recorder: Recorder | None = None
+    redactor: Redactor = field(default_factory=Redactor)
+    default_timeout: float = 3600.0
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        on_line: LineSink | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        if isinstance(argv, str):  # a shell string is a programming error
+            raise TypeError("argv must be a list of arguments, not a string")
+        full_env = {**(self.env if self.env is not None else os.environ), **(env or {})}
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            result = CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", 0.0)
+            self._record(result)
+            if check:
+                raise CommandFailed(result, fix=f"install {argv[0]} and put it on PATH") from None
+            return result
+        out, err = _collect(proc, on_line, timeout or self.default_timeout)
+        code = proc.returncode if proc.returncode is not None else 124
+        result = CommandResult(tuple(argv), code, out, err, time.monotonic() - started)
+        self._record(result)
+        if check and not result.ok:
+            raise CommandFailed(self._redacted(result))
+        return result
+
+    def _redacted(self, r: CommandResult) -> CommandResult:
+        red = self.redactor
+        return CommandResult(
+            tuple(red.argv(r.argv)), r.code, red(r.stdout), red(r.stderr), r.seconds, r.ran
+        )
+
+    def _record(self, result: CommandResult) -> None:
+        if self.recorder is not None:
+            self.recorder(self._redacted(result))
+
+
+def _collect(
+    proc: subprocess.Popen[str], on_line: LineSink | None, timeout: float
+) -> tuple[str, str]:
+    chunks: dict[str, list[str]] = {"stdout": [], "stderr": []}
+
+    def pump(name: str) -> None:
+        stream = proc.stdout if name == "stdout" else proc.stderr
+        assert stream is not None  # noqa: S101 (both pipes were requested)
+        for line in stream:
+            chunks[name].append(line)
+            if on_line is not None:
+                on_line(name, line.rstrip("\n"))
+
+    threads = [threading.Thread(target=pump, args=(n,), daemon=True) for n in chunks]
+    for t in threads:
+        t.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.wait()
+        chunks["stderr"].append(f"\n[tpu-trainer] timed out after {timeout:.0f} s\n")
+        for t in threads:
+            t.join(timeout=5)
+        proc.returncode = 124
+        return "".join(chunks["stdout"]), "".join(chunks["stderr"])
+    for t in threads:
+        t.join(timeout=5)
+    return "".join(chunks["stdout"]), "".join(chunks["stderr"])
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+_READ_ONLY_VERBS = frozenset({"describe", "list", "get", "logs", "get-credentials", "inspect"})
+
+
+def is_read_only(argv: Sequence[str]) -> bool:
+    """Whether a gcloud/kubectl/xpk command only reads (safe to run in a dry run)."""
+    words = [a for a in argv if not a.startswith("-")]
+    tool = words[0].rsplit("/", 1)[-1] if words else ""
+    if tool == "kubectl":
+        return len(words) > 1 and words[1] in ("get", "logs", "describe")
+    if tool == "xpk":
+        return len(words) > 2 and words[1] == "workload" and words[2] == "list"
+    return bool(_READ_ONLY_VERBS.intersection(words[1:]))
+
+
+@dataclass
+class DryRunRunner:
+    """Runs read-only commands through ``inner``; records the others and answers success."""
+
+    inner: CommandRunner
+    recorded: list[tuple[str, ...]] = field(default_factory=list)
+    on_record: Callable[[tuple[str, ...]], None] | None = None
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        on_line: LineSink | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        if is_read_only(argv):
+            return self.inner.run(argv, timeout=timeout, on_line=on_line, env=env, check=check)
+        self.recorded.append(tuple(argv))
+        if self.on_record is not None:
+            self.on_record(tuple(argv))
+        return CommandResult(tuple(argv), 0, "", "", 0.0, ran=False)

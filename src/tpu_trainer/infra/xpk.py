@@ -1,0 +1,107 @@
+"""xpk: argv builders, and what its failures mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tpu_trainer.infra.runner import CommandResult, CommandRunner
+
+
+class XpkFailure(StrEnum):
+    CAPACITY = "capacity"
+    """RESOURCE_EXHAUSTED / No available resources: try the next reservation."""
+    MEMORY_LIMIT = "memory-limit"
+    """xpk's cluster adapt memory_limit bug: fall back to gcloud."""
+    ALREADY_EXISTS = "already-exists"
+    WRONG_ZONE = "wrong-zone"
+    """The reservation is not in the zone asked for."""
+    OTHER = "other"
+
+
+_CAPACITY_MARKERS = (
+    "RESOURCE_EXHAUSTED",
+    "No available resources",
+    "GCE_STOCKOUT",
+    "does not have enough resources available",
+)
+
+
+def classify(result: CommandResult) -> XpkFailure:
+    text = result.text()
+    if "memory_limit" in text:
+        return XpkFailure.MEMORY_LIMIT
+    if any(m in text for m in _CAPACITY_MARKERS):
+        return XpkFailure.CAPACITY
+    if "Reservation is incorrect for the requested resources" in text:
+        return XpkFailure.WRONG_ZONE
+    if "code=409" in text or "Already exists" in text or "ALREADY_EXISTS" in text:
+        return XpkFailure.ALREADY_EXISTS
+    return XpkFailure.OTHER
+
+
+def cluster_adapt_argv(
+    *, cluster: str, project: str, zone: str, device_type: str, num_slices: int, reservation: str
+) -> list[str]:
+    return [
+        "xpk",
+        "cluster",
+        "adapt",
+        f"--cluster={cluster}",
+        f"--project={project}",
+        f"--zone={zone}",
+        f"--tpu-type={device_type}",
+        f"--num-slices={num_slices}",
+        f"--reservation={reservation}",
+    ]
+
+
+def workload_delete_argv(*, workload: str, cluster: str, project: str, zone: str) -> list[str]:
+    return [
+        "xpk",
+        "workload",
+        "delete",
+        f"--workload={workload}",
+        f"--cluster={cluster}",
+        f"--project={project}",
+        f"--zone={zone}",
+    ]
+
+
+def workload_wait_argv(
+    *, workload: str, cluster: str, project: str, zone: str, timeout_s: int
+) -> list[str]:
+    return [
+        "xpk",
+        "workload",
+        "list",
+        f"--cluster={cluster}",
+        f"--project={project}",
+        f"--zone={zone}",
+        f"--wait-for-job-completion={workload}",
+        f"--timeout={timeout_s}",
+    ]
+
+
+class WaitOutcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+def wait_outcome(code: int) -> WaitOutcome:
+    """xpk's ``--wait-for-job-completion`` exit codes: 0 ok, 124 timeout, 125 failed, 1 other."""
+    return {0: WaitOutcome.SUCCEEDED, 124: WaitOutcome.TIMEOUT, 125: WaitOutcome.FAILED}.get(
+        code, WaitOutcome.ERROR
+    )
+
+
+@dataclass
+class Xpk:
+    runner: CommandRunner
+    env: dict[str, str] | None = None
+
+    def run(self, argv: list[str], timeout: float = 7200) -> CommandResult:
+        env = {"TELEMETRY_ENABLED": "false", **(self.env or {})}
+        return self.runner.run(argv, timeout=timeout, env=env)

@@ -1,0 +1,77 @@
+"""Numbered schema migrations of the run store. Append only: never edit a released step."""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: runs, their stages, every command, every resource, every capacity attempt
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        finished_at REAL,
+        model TEXT NOT NULL,
+        request TEXT NOT NULL,
+        launcher TEXT NOT NULL,
+        device_type TEXT NOT NULL,
+        precision TEXT NOT NULL,
+        status TEXT NOT NULL,
+        pid INTEGER,
+        host TEXT,
+        project TEXT,
+        cluster TEXT,
+        region TEXT,
+        zone TEXT,
+        error TEXT,
+        plan_json TEXT,
+        pools_before TEXT
+    );
+    CREATE TABLE stages (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        detail TEXT,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE commands (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT REFERENCES runs(id),
+        argv TEXT NOT NULL,
+        exit_code INTEGER NOT NULL,
+        ran INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        seconds REAL NOT NULL,
+        stdout_tail TEXT,
+        stderr_tail TEXT
+    );
+    CREATE INDEX commands_run ON commands(run_id);
+    CREATE TABLE resources (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        project TEXT NOT NULL,
+        location TEXT NOT NULL,
+        cluster TEXT,
+        state TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        detail TEXT
+    );
+    CREATE INDEX resources_run ON resources(run_id);
+    CREATE TABLE capacity_attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        at REAL NOT NULL,
+        reservation TEXT NOT NULL,
+        zone TEXT,
+        status TEXT,
+        free_hosts INTEGER,
+        needed_hosts INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        message TEXT
+    );
+    """,
+)

@@ -1,0 +1,85 @@
+"""The command runner: argv only, timeouts, streaming, redaction, dry runs."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tpu_trainer.infra.redact import Redactor
+from tpu_trainer.infra.runner import (
+    CommandFailed,
+    CommandResult,
+    DryRunRunner,
+    SubprocessRunner,
+    is_read_only,
+)
+
+
+def test_runner_returns_code_and_output() -> None:
+    r = SubprocessRunner().run([sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"])
+    assert (r.code, r.stdout.strip()) == (3, "hi")
+
+
+def test_runner_refuses_a_shell_string() -> None:
+    with pytest.raises(TypeError):
+        SubprocessRunner().run("echo hi")  # type: ignore[arg-type]
+
+
+def test_runner_streams_lines() -> None:
+    lines: list[tuple[str, str]] = []
+    SubprocessRunner().run(
+        [sys.executable, "-c", "print('a'); print('b')"],
+        on_line=lambda s, line: lines.append((s, line)),
+    )
+    assert lines == [("stdout", "a"), ("stdout", "b")]
+
+
+def test_runner_times_out_with_124() -> None:
+    r = SubprocessRunner().run([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert r.code == 124
+    assert "timed out" in r.stderr
+
+
+def test_runner_missing_tool_is_127_and_check_names_it() -> None:
+    with pytest.raises(CommandFailed) as info:
+        SubprocessRunner().run(["no-such-tool-xyz"], check=True)
+    assert "install no-such-tool-xyz" in info.value.fix
+
+
+def test_runner_redacts_secrets_before_recording() -> None:
+    seen: list[CommandResult] = []
+    secret = "hf_abcdefghijklmnopqrstuvwxyz123456"
+    runner = SubprocessRunner(recorder=seen.append, redactor=Redactor(env={"HF_TOKEN": secret}))
+    runner.run([sys.executable, "-c", f"print('token is {secret}')", f"--token={secret}"])
+    assert secret not in repr(seen)
+    assert "***" in seen[0].stdout
+
+
+def test_redactor_masks_known_patterns_without_env() -> None:
+    red = Redactor(env={})
+    assert red("WANDB_API_KEY=abc123secret") == "WANDB_API_KEY=***"
+    assert "hf_" not in red("x hf_abcdefghijklmnopqrstuvwx y")
+
+
+@pytest.mark.parametrize(
+    ("argv", "read_only"),
+    [
+        (["gcloud", "container", "node-pools", "list", "--cluster=c"], True),
+        (["gcloud", "beta", "compute", "reservations", "describe", "r"], True),
+        (["gcloud", "beta", "container", "node-pools", "create", "np"], False),
+        (["kubectl", "get", "clusterqueue", "x", "-o", "json"], True),
+        (["kubectl", "patch", "configmap", "x"], False),
+        (["xpk", "workload", "list", "--cluster=c"], True),
+        (["xpk", "cluster", "adapt", "--cluster=c"], False),
+    ],
+)
+def test_read_only_classification(argv: list[str], read_only: bool) -> None:
+    assert is_read_only(argv) is read_only
+
+
+def test_dry_run_records_mutations_and_runs_reads() -> None:
+    dry = DryRunRunner(SubprocessRunner())
+    created = dry.run(["gcloud", "beta", "container", "node-pools", "create", "np"])
+    assert created.ok and not created.ran
+    assert dry.recorded == [("gcloud", "beta", "container", "node-pools", "create", "np")]

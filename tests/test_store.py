@@ -1,0 +1,131 @@
+"""The run store: migrations, WAL, resources recorded before creation, concurrent writers."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStatus, RunStore
+from tpu_trainer.store.migrations import MIGRATIONS
+
+
+def _store(tmp_path: Path) -> RunStore:
+    return RunStore(tmp_path / "runs.db")
+
+
+def _run(store: RunStore, run_id: str = "a1b2c3d4") -> None:
+    store.create_run(
+        run_id,
+        model="m",
+        request="r",
+        launcher="xpk",
+        device_type="tpu7x-4x4x8",
+        precision="bf16",
+        project="p",
+        cluster="c",
+        region="us-central1",
+        zone="us-central1-a",
+        plan_json={"k": 1},
+    )
+
+
+def test_store_uses_wal_and_latest_schema(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    mode = sqlite3.connect(tmp_path / "runs.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    assert store.schema_version == len(MIGRATIONS)
+
+
+def test_store_reopen_keeps_data_and_does_not_migrate_twice(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(store)
+    store.close()
+    again = _store(tmp_path)
+    assert again.run("a1b2c3d4") is not None
+    assert again.schema_version == len(MIGRATIONS)
+
+
+def test_store_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
+    _store(tmp_path).close()
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("INSERT INTO schema_version VALUES (99)")
+    db.commit()
+    db.close()
+    with pytest.raises(TpuTrainerError) as info:
+        _store(tmp_path)
+    assert "newer than this tpu-trainer" in info.value.message
+    assert (tmp_path / "runs.db").exists()
+
+
+def test_store_resource_lifecycle(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(store)
+    rid = store.resource_intent(
+        "a1b2c3d4",
+        kind="nodepool",
+        name="c-np-0",
+        project="p",
+        location="us-central1",
+        cluster="c",
+        detail={"zone": "z"},
+    )
+    assert [r.state for r in store.resources("a1b2c3d4")] == [ResourceState.CREATING]
+    store.resource_state(rid, ResourceState.CREATED, status="RUNNING")
+    live = store.resources(states=LIVE_STATES)
+    assert [(r.name, r.detail) for r in live] == [("c-np-0", {"zone": "z", "status": "RUNNING"})]
+    store.resource_state(rid, ResourceState.DELETED)
+    assert store.resources(states=LIVE_STATES) == []
+
+
+def test_store_records_commands_and_attempts(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(store)
+    store.record_command("a1b2c3d4", CommandResult(("gcloud", "x"), 1, "out", "err", 0.5))
+    assert store.commands("a1b2c3d4") == [(["gcloud", "x"], 1, True)]
+    store.record_attempt(
+        "a1b2c3d4",
+        reservation="r1",
+        zone="z",
+        status="READY",
+        free_hosts=0,
+        needed_hosts=32,
+        outcome="exhausted",
+        message="RESOURCE_EXHAUSTED",
+    )
+    assert store.attempts("a1b2c3d4")[0]["outcome"] == "exhausted"
+
+
+def test_store_finish_run_and_process_liveness(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(store)
+    row = store.run("a1b2c3d4")
+    assert row is not None and row.process_alive()
+    store.update_run("a1b2c3d4", pid=2**22 + 12345)
+    row = store.run("a1b2c3d4")
+    assert row is not None and not row.process_alive()
+    store.finish_run("a1b2c3d4", RunStatus.FAILED, "boom")
+    row = store.run("a1b2c3d4")
+    assert row is not None and row.status is RunStatus.FAILED and row.error == "boom"
+
+
+def test_store_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(store)
+
+    def write(n: int) -> None:
+        own = RunStore(tmp_path / "runs.db")
+        for i in range(20):
+            own.record_command("a1b2c3d4", CommandResult((f"w{n}", str(i)), 0, "", "", 0.0))
+        own.close()
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(store.commands("a1b2c3d4")) == 160
