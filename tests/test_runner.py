@@ -23,7 +23,7 @@ def test_runner_returns_code_and_output() -> None:
 
 def test_runner_refuses_a_shell_string() -> None:
     with pytest.raises(TypeError):
-        SubprocessRunner().run("echo hi")  # type: ignore[arg-type]
+        SubprocessRunner().run("echo hi")
 
 
 def test_runner_streams_lines() -> None:

@@ -64,3 +64,19 @@ def plan_request(request: Request, opts: PlanOptions) -> Plan:
         config=config,
         opts=opts,
     )
+
+
+def plan_with_config(request: Request, config: Config, opts: PlanOptions) -> Plan:
+    """Like :func:`plan_request`, with a configuration already in hand."""
+    ref = resolve(request.text, config.tpu_recipes_path, request.filters)
+    recipe = parse_recipe(read_recipe_file(ref), str(ref.script))
+    return build_plan(
+        model=ref.model,
+        recipe_script=ref.script,
+        output_folder=ref.folder,
+        model_dir=ref.model_dir,
+        folder=ref.parsed,
+        recipe=recipe,
+        config=config,
+        opts=opts,
+    )

@@ -11,6 +11,7 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_already_exists
+from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandFailed, CommandResult
 from tpu_trainer.infra.xpk import Xpk, XpkFailure, classify, cluster_adapt_argv
 from tpu_trainer.plan.capacity import Choice, Outcome, Survey, Verdict, order
@@ -52,6 +53,7 @@ class Provisioned:
 class Provisioner:
     gcloud: Gcloud
     xpk: Xpk
+    kubectl: Kubectl
     store: RunStore
     run_id: str
     config: Config
@@ -166,17 +168,53 @@ class Provisioner:
         )
 
     def _try(self, choice: Choice, pools: list[NodePool], node_version: str) -> Provisioned | None:
+        """One reservation: let xpk configure the cluster where that is safe, then make sure a
+        node pool exists (xpk 1.x ``cluster adapt`` makes none; older releases did)."""
         zone = choice.survey.zone or self.config.default_zone
-        names = [p.name for p in pools]
+        if self._adapt_is_safe(pools):
+            made, move_on = self._adapt(choice, zone, pools)
+            if made is not None or move_on:
+                return made
+        return self._gcloud_create(choice, zone, node_version)
+
+    def _adapt_is_safe(self, pools: list[NodePool]) -> bool:
+        """xpk cluster adapt rewrites the ClusterQueue and the resources configmap for its one
+        device type, and deletes its pools of other types: only run it where nothing would be
+        lost."""
         prefix = f"{self.config.cluster_name}-np-"
-        others = [p for p in pools if p.name.startswith(prefix)]
-        if others:
-            # xpk would delete (after an interactive prompt) its pools of another device type.
+        if any(p.name.startswith(prefix) for p in pools):
             self.display.info(
-                f"cluster already has xpk pools {', '.join(p.name for p in others)}: "
-                "creating a separate pool with gcloud instead of xpk cluster adapt"
+                "cluster already has xpk node pools: not running xpk cluster adapt "
+                "(it would delete them); using gcloud and repairing Kueue instead"
             )
-            return self._gcloud_create(choice, zone, node_version)
+            return False
+        from tpu_trainer.app.kueue_setup import read_state
+
+        state = read_state(self.kubectl, self.config.cluster_name, self.slice, self.num_slices)
+        mine = self.slice.kueue_flavor(self.num_slices)
+        key, _ = self.slice.configmap_entry(self.num_slices)
+        other_flavors = [
+            f.get("name")
+            for g in ((state.cluster_queue or {}).get("spec") or {}).get("resourceGroups") or []
+            for f in g.get("flavors") or []
+            if f.get("name") != mine
+        ]
+        other_keys = [k for k in (state.configmap_data or {}) if k != key and "maxNodes" not in k]
+        if other_flavors or other_keys:
+            self.display.info(
+                "Kueue serves other slices too "
+                f"({', '.join(map(str, other_flavors + other_keys))}): not running xpk cluster "
+                "adapt (it would drop them); repairing Kueue in place instead"
+            )
+            return False
+        return True
+
+    def _adapt(
+        self, choice: Choice, zone: str, pools: list[NodePool]
+    ) -> tuple[Provisioned | None, bool]:
+        """Run xpk cluster adapt. Returns the pool if adapt made one, and whether to move on to
+        the next reservation (capacity or zone errors) instead of creating it with gcloud."""
+        names = [p.name for p in pools]
         predicted = xpk_pool_names(self.config.cluster_name, names, self.num_slices)
         ids = [
             self.store.resource_intent(
@@ -200,43 +238,37 @@ class Provisioner:
                 reservation=choice.survey.name,
             )
         )
+        present = self._settle(ids, predicted)
         if result.ok:
-            self._mark(ids, ResourceState.CREATED)
-            self._note(choice, Outcome.CREATED, f"with xpk cluster adapt: {', '.join(predicted)}")
-            self._wait_running(predicted[0])
-            return Provisioned(predicted[0], zone, created=True, attempts=self.attempts)
-        return self._after_xpk_failure(choice, zone, node_version, result, ids, predicted)
-
-    def _after_xpk_failure(
-        self,
-        choice: Choice,
-        zone: str,
-        node_version: str,
-        result: CommandResult,
-        ids: list[int],
-        predicted: list[str],
-    ) -> Provisioned | None:
+            if predicted[0] in present:
+                self._note(
+                    choice, Outcome.CREATED, f"with xpk cluster adapt: {', '.join(predicted)}"
+                )
+                self._wait_running(predicted[0])
+                return Provisioned(predicted[0], zone, created=True, attempts=self.attempts), False
+            self.display.info(
+                "xpk cluster adapt configured Kueue; it creates no node pool (xpk "
+                "1.x), so gcloud creates it"
+            )
+            return None, False
         failure = classify(result)
-        self._settle(ids, predicted)
         if failure is XpkFailure.MEMORY_LIMIT:
             self.display.warn(
                 "xpk cluster adapt hit its memory_limit bug; creating the node pool "
-                "with gcloud beta instead"
+                "with gcloud beta and configuring Kueue in place instead"
             )
-            return self._gcloud_create(choice, zone, node_version)
-        if failure is XpkFailure.CAPACITY:
-            self._note(choice, Outcome.EXHAUSTED, _last_line(result))
-            return None
-        if failure is XpkFailure.WRONG_ZONE:
-            self._note(choice, Outcome.WRONG_ZONE, _last_line(result))
-            return None
+            return None, False
+        if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
+            outcome = Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
+            self._note(choice, outcome, _last_line(result))
+            return None, True
         self._note(choice, Outcome.FAILED, _last_line(result))
         raise CommandFailed(
-            result, fix="see the xpk output above; the run's resources are cleaned up by teardown"
+            result, fix="see the xpk output above; teardown removes what the run made"
         )
 
-    def _settle(self, ids: list[int], names: list[str]) -> None:
-        """After a failed create: which of the recorded pools exist? Keep those for teardown."""
+    def _settle(self, ids: list[int], names: list[str]) -> set[str]:
+        """After a create call: which of the recorded pools exist? Keep those for teardown."""
         present = {
             p.name: p for p in self.gcloud.node_pools(self.config.cluster_name, self.config.region)
         }
@@ -245,6 +277,7 @@ class Provisioner:
                 self.store.resource_state(rid, ResourceState.CREATED, status=present[name].status)
             else:
                 self.store.resource_state(rid, ResourceState.ABSENT)
+        return set(present)
 
     def _mark(self, ids: list[int], state: ResourceState) -> None:
         for rid in ids:

@@ -137,6 +137,7 @@ def teardown_always(store: RunStore, run_id: str, teardown: Teardown) -> Iterato
     previous = signal.signal(signal.SIGTERM, on_term)
     status = RunStatus.FAILED
     error: str | None = None
+    report: TeardownReport | None = None
     try:
         yield
         status = RunStatus.SUCCEEDED
@@ -150,15 +151,26 @@ def teardown_always(store: RunStore, run_id: str, teardown: Teardown) -> Iterato
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             report = teardown.run(run_id)
-            if not report.clean:
-                status = RunStatus.FAILED
-                error = (
-                    (error + "; " if error else "")
-                    + "teardown incomplete: "
-                    + "; ".join(report.failed)
-                )
         finally:
             signal.signal(signal.SIGTERM, previous)
-            current = store.run(run_id)
-            if current is not None and current.status is RunStatus.RUNNING:
-                store.finish_run(run_id, status, error)
+            _finish(store, run_id, status, error, report)
+
+
+def _finish(
+    store: RunStore,
+    run_id: str,
+    status: RunStatus,
+    error: str | None,
+    report: TeardownReport | None,
+) -> None:
+    current = store.run(run_id)
+    if current is None:
+        return
+    if report is None or not report.clean:
+        failed = "; ".join(report.failed) if report else "teardown did not run to the end"
+        note = f"teardown incomplete: {failed}"
+        store.finish_run(
+            run_id, RunStatus.FAILED, "; ".join(x for x in (current.error or error, note) if x)
+        )
+    elif current.status is RunStatus.RUNNING:
+        store.finish_run(run_id, status, error)

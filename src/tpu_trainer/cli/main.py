@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from tpu_trainer import __version__
-from tpu_trainer.cli import config_cmd, plan_cmd, slice_cmd
+from tpu_trainer.cli import config_cmd, diagnose_cmd, ops_cmd, plan_cmd, slice_cmd, train_cmd
 from tpu_trainer.errors import TpuTrainerError
 
 app = typer.Typer(
@@ -24,6 +24,12 @@ app.add_typer(config_cmd.app, name="config")
 app.command("plan")(plan_cmd.plan)
 app.command("scripts")(plan_cmd.scripts)
 app.command("slice")(slice_cmd.slice_info)
+app.command("train")(train_cmd.train)
+app.command("preflight")(ops_cmd.preflight)
+app.command("cleanup")(ops_cmd.cleanup)
+app.command("gc")(ops_cmd.gc)
+app.command("runs")(ops_cmd.runs)
+app.command("diagnose")(diagnose_cmd.diagnose)
 
 _state = {"debug": False}
 

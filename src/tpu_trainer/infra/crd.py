@@ -13,8 +13,10 @@
    hand in Python (rules that compare with ``oldSelf`` only apply to updates and are skipped;
    other unlisted rules are skipped too).
 
-CRD files are found through ``CRD_FILES`` under ``$TPU_TRAINER_CRDS`` or, without it, the copy
-shipped in ``tpu_trainer/catalog/crds``.
+CRD files are found through ``CRD_FILES`` under ``$TPU_TRAINER_CRDS`` or, without it, a
+``shared/crds`` folder beside the checkout (where the project's development tree keeps the
+upstream CRDs). The CRDs are not shipped in the package: where none are found, ``available()``
+is False and callers skip the check (the generated objects are validated by the test suite).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import yaml
 from tpu_trainer.errors import ConfigError, TpuTrainerError
 
 CRD_DIR_ENV = "TPU_TRAINER_CRDS"
-SHIPPED_CRDS = Path(__file__).resolve().parent.parent / "catalog" / "crds"
+_BESIDE_CHECKOUT = Path(__file__).resolve().parents[4] / "shared" / "crds"
 
 CRD_FILES: Mapping[tuple[str, str], str] = {
     ("kueue.x-k8s.io", "ResourceFlavor"): "kueue-v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
@@ -97,10 +99,15 @@ class Crd:
 
 
 def crd_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$TPU_TRAINER_CRDS``, else the CRDs shipped inside the package."""
+    """``$TPU_TRAINER_CRDS``, else ``shared/crds`` beside the checkout."""
     env = os.environ if env is None else env
     configured = env.get(CRD_DIR_ENV, "")
-    return Path(configured).expanduser() if configured else SHIPPED_CRDS
+    return Path(configured).expanduser() if configured else _BESIDE_CHECKOUT
+
+
+def available(env: Mapping[str, str] | None = None) -> bool:
+    """Whether CRD files can be found to validate against."""
+    return crd_dir(env).is_dir()
 
 
 @functools.cache
@@ -123,9 +130,7 @@ def load_crd(path: Path) -> Crd:
         )
     spec = doc["spec"]
     schemas = {
-        v["name"]: v["schema"]["openAPIV3Schema"]
-        for v in spec["versions"]
-        if v.get("served", True)
+        v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served", True)
     }
     return Crd(path, spec["group"], spec["names"]["kind"], spec["scope"] == "Namespaced", schemas)
 
@@ -252,21 +257,26 @@ _CEL_RULES: Mapping[str, Callable[[Any], bool]] = {
         _all_borrowing_nil(s, "cohortName")
     ),
     "!has(self.preference) || (self.whenCanBorrow == 'TryNextFlavor' && "
-    "self.whenCanPreempt == 'TryNextFlavor')": lambda s: "preference" not in s
-    or (s.get("whenCanBorrow") == s.get("whenCanPreempt") == "TryNextFlavor"),
+    "self.whenCanPreempt == 'TryNextFlavor')": lambda s: (
+        "preference" not in s
+        or (s.get("whenCanBorrow") == s.get("whenCanPreempt") == "TryNextFlavor")
+    ),
     "!(self.reclaimWithinCohort == 'Never' && has(self.borrowWithinCohort) && "
-    "self.borrowWithinCohort.policy != 'Never')": lambda s: not (
-        s.get("reclaimWithinCohort") == "Never"
-        and "borrowWithinCohort" in s
-        and s["borrowWithinCohort"].get("policy") != "Never"
+    "self.borrowWithinCohort.policy != 'Never')": lambda s: (
+        not (
+            s.get("reclaimWithinCohort") == "Never"
+            and "borrowWithinCohort" in s
+            and s["borrowWithinCohort"].get("policy") != "Never"
+        )
     ),
     "self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])": lambda s: all(
         x.get("effect") in _TAINT_EFFECTS for x in s
     ),
     "self.all(x, !has(x.effect) || x.effect in ['NoSchedule', 'PreferNoSchedule', "
     "'NoExecute'])": lambda s: all(x.get("effect", "NoSchedule") in _TAINT_EFFECTS for x in s),
-    "!has(self.topologyName) || self.nodeLabels.size() >= 1": lambda s: "topologyName" not in s
-    or len(s.get("nodeLabels", {})) >= 1,
+    "!has(self.topologyName) || self.nodeLabels.size() >= 1": lambda s: (
+        "topologyName" not in s or len(s.get("nodeLabels", {})) >= 1
+    ),
 }
 """CEL rule text (whitespace-normalised) → the same check in Python, on the defaulted node."""
 
@@ -275,7 +285,9 @@ def _normalise_rule(rule: str) -> str:
     return " ".join(rule.split())
 
 
-def _walk(obj: Any, schema: Mapping[str, Any], path: str) -> Iterator[tuple[Any, Mapping[str, Any], str]]:
+def _walk(
+    obj: Any, schema: Mapping[str, Any], path: str
+) -> Iterator[tuple[Any, Mapping[str, Any], str]]:
     """Every (node, its schema, its path) of ``obj`` that the schema describes."""
     yield obj, schema, path
     if isinstance(obj, dict):
@@ -341,7 +353,9 @@ def _metadata_errors(metadata: Any, *, namespaced: bool) -> list[str]:
         )
     namespace = metadata.get("namespace")
     if namespace and not namespaced:
-        errors.append(f"metadata.namespace: a cluster-scoped object has no namespace ({namespace!r})")
+        errors.append(
+            f"metadata.namespace: a cluster-scoped object has no namespace ({namespace!r})"
+        )
     elif isinstance(namespace, str) and (len(namespace) > 63 or not _DNS_LABEL.match(namespace)):
         errors.append(f"metadata.namespace: {namespace!r} is not a DNS label")
     labels = metadata.get("labels")
@@ -385,7 +399,9 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def validate(obj: Mapping[str, Any], *, strict: bool = True, folder: Path | None = None) -> list[str]:
+def validate(
+    obj: Mapping[str, Any], *, strict: bool = True, folder: Path | None = None
+) -> list[str]:
     """Readable problems (``"spec.nodeLabel: unknown field"``) of ``obj``; empty when it is valid.
 
     ``obj`` is not changed: defaults are applied to a copy.

@@ -122,8 +122,9 @@ def is_not_found(result: CommandResult) -> bool:
 
 
 def is_already_exists(result: CommandResult) -> bool:
+    """GKE says ``code=409 ... Already exists``; Compute says ``The resource '...' already exists``."""
     text = result.text()
-    return "code=409" in text or "Already exists" in text or "ALREADY_EXISTS" in text
+    return "code=409" in text or "ALREADY_EXISTS" in text or "already exists" in text.lower()
 
 
 @dataclass

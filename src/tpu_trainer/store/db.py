@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -104,6 +105,7 @@ def default_path(env: dict[str, str] | None = None) -> Path:
 class RunStore:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.RLock()
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(
@@ -124,13 +126,15 @@ class RunStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        """One write transaction; threads of this process take turns on the connection."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def _migrate(self) -> None:
         self._db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")

@@ -1,0 +1,173 @@
+"""One run on GKE through xpk: provision -> configure -> scripts -> submit -> follow -> teardown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpu_trainer.app import kueue_setup
+from tpu_trainer.app.files import write_generated
+from tpu_trainer.app.provision import Attempt, Provisioner
+from tpu_trainer.app.services import Services, new_run_id
+from tpu_trainer.app.teardown import Teardown, TeardownReport, teardown_always
+from tpu_trainer.config.model import Config
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.runner import CommandFailed
+from tpu_trainer.infra.xpk import WaitOutcome, wait_outcome, workload_wait_argv
+from tpu_trainer.plan.plan import Plan
+from tpu_trainer.plan.plan_json import plan_json
+from tpu_trainer.plan.scripts import render_setup, render_submit
+from tpu_trainer.store.db import ResourceState, RunStatus
+
+PlanForZone = Callable[[str | None], Plan]
+"""Rebuilds the plan for the zone the node pool ended up in."""
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: RunStatus
+    zone: str | None = None
+    pool: str | None = None
+    workload: str | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    teardown: TeardownReport | None = None
+    error: str | None = None
+
+
+@dataclass
+class GkeRun:
+    svc: Services
+    config: Config
+    plan_for_zone: PlanForZone
+    request: str
+    wait_timeout_s: int = 24 * 3600
+    poll_seconds: float = 30.0
+    run_id: str = field(default_factory=new_run_id)
+
+    def start(self) -> RunOutcome:
+        plan = self.plan_for_zone(None)
+        store = self.svc.store
+        store.create_run(
+            self.run_id,
+            model=plan.model,
+            request=self.request,
+            launcher="xpk",
+            device_type=plan.slice.device_type,
+            precision=plan.precision.value,
+            project=self.config.project_id,
+            cluster=self.config.cluster_name,
+            region=self.config.region,
+            zone=None,
+            plan_json=plan_json(plan),
+        )
+        self.svc.current.run_id = self.run_id
+        self.svc.display.info(f"run {self.run_id}: {plan.model} on {plan.slice} x{plan.num_slices}")
+        outcome = RunOutcome(self.run_id, RunStatus.RUNNING)
+        teardown = Teardown(store, self.svc.gcloud, self.svc.xpk, self.svc.display)
+        try:
+            with teardown_always(store, self.run_id, teardown):
+                self._body(plan, outcome)
+        except TpuTrainerError as e:
+            outcome.error = e.message
+            raise
+        finally:
+            row = store.run(self.run_id)
+            outcome.status = row.status if row else RunStatus.FAILED
+        return outcome
+
+    def _stage(self, name: str) -> None:
+        self.svc.store.stage_started(self.run_id, name)
+        self.svc.display.info(f"[{name}]")
+
+    def _done(self, name: str, status: str = "ok", detail: str = "") -> None:
+        self.svc.store.stage_finished(self.run_id, name, status, detail)
+
+    def _body(self, plan: Plan, outcome: RunOutcome) -> None:
+        self._stage("provision")
+        prov = Provisioner(
+            self.svc.gcloud,
+            self.svc.xpk,
+            self.svc.kubectl,
+            self.svc.store,
+            self.run_id,
+            self.config,
+            plan.slice,
+            plan.num_slices,
+            self.svc.display,
+            poll_seconds=self.poll_seconds,
+        )
+        try:
+            made = prov.ensure()
+        finally:
+            outcome.attempts = prov.attempts
+        outcome.zone, outcome.pool = made.zone, made.pool
+        self.svc.store.update_run(self.run_id, zone=made.zone)
+        self._done("provision", detail=f"{made.pool} in {made.zone}")
+
+        self._stage("configure")
+        fixed = kueue_setup.ensure(
+            self.svc.kubectl,
+            self.svc.runner,
+            self.config.cluster_name,
+            plan.slice,
+            plan.num_slices,
+            self.svc.display,
+        )
+        self._done("configure", detail=f"{len(fixed)} repaired")
+
+        self._stage("scripts")
+        plan = self.plan_for_zone(made.zone)
+        setup, submit = plan.files
+        write_generated(setup, render_setup(plan), executable=True)
+        write_generated(submit, render_submit(plan), executable=True)
+        self._done("scripts", detail=str(submit))
+
+        self._submit(plan, submit, made.zone, outcome)
+        self._follow(plan, made.zone)
+
+    def _submit(self, plan: Plan, script: Path, zone: str, outcome: RunOutcome) -> None:
+        self._stage("submit")
+        name = plan.workload_name
+        rid = self.svc.store.resource_intent(
+            self.run_id,
+            kind="workload",
+            name=name,
+            project=self.config.project_id,
+            location=zone,
+            cluster=self.config.cluster_name,
+            detail={"zone": zone},
+        )
+        result = self.svc.runner.run(
+            ["bash", str(script)], env={"WORKLOAD_NAME": name}, timeout=1800
+        )
+        if not result.ok:
+            self.svc.store.resource_state(rid, ResourceState.ABSENT)
+            self._done("submit", "failed", result.text()[-500:])
+            raise CommandFailed(result, fix=f"see the output of {script}")
+        self.svc.store.resource_state(rid, ResourceState.CREATED)
+        outcome.workload = name
+        self._done("submit", detail=name)
+
+    def _follow(self, plan: Plan, zone: str) -> None:
+        self._stage("follow")
+        argv = workload_wait_argv(
+            workload=plan.workload_name,
+            cluster=self.config.cluster_name,
+            project=self.config.project_id,
+            zone=zone,
+            timeout_s=self.wait_timeout_s,
+        )
+        result = self.svc.xpk.run(argv, timeout=self.wait_timeout_s + 600)
+        verdict = wait_outcome(result.code)
+        self._done("follow", verdict.value)
+        if verdict is WaitOutcome.SUCCEEDED:
+            self.svc.store.finish_run(self.run_id, RunStatus.SUCCEEDED)
+            return
+        message = {
+            WaitOutcome.FAILED: "the workload finished but failed",
+            WaitOutcome.TIMEOUT: f"the workload did not finish within {self.wait_timeout_s} s",
+            WaitOutcome.ERROR: f"xpk could not wait for the workload (exit {result.code})",
+        }[verdict]
+        self.svc.store.finish_run(self.run_id, RunStatus.FAILED, message)

@@ -1,0 +1,116 @@
+"""``tpu-trainer diagnose LOG|-``: known errors in a saved log, their cause and their fix."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TextIO
+
+import typer
+
+from tpu_trainer.cli.common import JsonOpt
+from tpu_trainer.errors import InputError
+
+if TYPE_CHECKING:
+    from tpu_trainer.plan.diagnose import Match
+
+LogArg = Annotated[
+    str,
+    typer.Argument(
+        help="A saved training or cluster log (plain or .gz), or - to read standard input "
+        "(e.g. `kubectl logs <pod> | tpu-trainer diagnose -`).",
+    ),
+]
+
+
+def diagnose(log: LogArg, as_json: JsonOpt = False) -> None:
+    """Known errors in a log: what happened, why, and the command or setting that fixes it.
+
+    Exits 1 when a fatal error was found, 0 otherwise (warnings only, or nothing known).
+    """
+    from tpu_trainer.plan.diagnose import diagnose as scan
+    from tpu_trainer.plan.diagnose import has_fatal, matches_to_json
+
+    lines = _LineCounter()
+    with _open_log(log) as stream:
+        matches = scan(lines.count(stream))
+    if as_json:
+        import json
+
+        typer.echo(json.dumps(matches_to_json(matches), indent=2, ensure_ascii=False))
+    else:
+        _show(matches, lines.seen, log)
+    if has_fatal(matches):
+        raise typer.Exit(1)
+
+
+class _LineCounter:
+    """Counts the lines that pass through it, for the summary (the scan stays streaming)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def count(self, lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            self.seen += 1
+            yield line
+
+
+@contextmanager
+def _open_log(log: str) -> Iterator[TextIO]:
+    """Standard input for ``-``, else the file (gzip-compressed when it ends in ``.gz``)."""
+    if log == "-":
+        yield sys.stdin
+        return
+    path = Path(log).expanduser()
+    if not path.is_file():
+        what = "is a directory, not a log file" if path.is_dir() else "does not exist"
+        raise InputError(
+            f"{log} {what}",
+            fix="Give the path of a saved log, or - to read standard input, e.g. "
+            "`kubectl logs <pod> -c jax-tpu-1 | tpu-trainer diagnose -`.",
+        )
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as gz:
+                yield gz
+        else:
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                yield fh
+    except OSError as e:
+        raise InputError(
+            f"cannot read {log}: {e.strerror or e}",
+            fix="Check the file's permissions, or pipe it in: `cat <log> | tpu-trainer diagnose -`.",
+        ) from None
+
+
+def _show(matches: list[Match], lines_seen: int, log: str) -> None:
+    """A Rich table of the matches, or one line saying nothing known was found."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    source = "standard input" if log == "-" else log
+    if not matches:
+        console.print(f"No known error in {lines_seen} lines of {escape(source)}.")
+        return
+    table = Table(title=f"Known problems in {escape(source)}", show_lines=True)
+    table.add_column("Line", justify="right", no_wrap=True)
+    table.add_column("Problem")
+    table.add_column("Cause")
+    table.add_column("Fix")
+    for m in matches:
+        style = "bold red" if m.severity == "fatal" else "yellow"
+        times = f" (×{m.count})" if m.count > 1 else ""
+        problem = (
+            f"[{style}]{escape(m.title)}[/]\n[dim]{escape(m.signature)}{times}[/]\n"
+            f"[dim italic]{escape(m.excerpt)}[/]"
+        )
+        table.add_row(str(m.line), problem, escape(m.cause), escape(m.fix))
+    console.print(table)
+    fatal = sum(m.severity == "fatal" for m in matches)
+    console.print(f"{len(matches)} known problem(s) in {lines_seen} lines; {fatal} fatal.")

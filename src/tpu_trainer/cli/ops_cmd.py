@@ -1,0 +1,211 @@
+"""``tpu-trainer preflight``, ``cleanup``, ``gc`` and ``runs``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tpu_trainer.cli.common import ConfigOpt, JsonOpt, RequestArg
+from tpu_trainer.cli.train_cmd import RehearseOpt
+
+FixOpt = Annotated[bool, typer.Option("--fix", help="Apply the fixes of failed checks.")]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Print the commands that would change the cloud; run none."),
+]
+
+
+def preflight(
+    request: RequestArg,
+    config: ConfigOpt = None,
+    fix: FixOpt = False,
+    dry_run: DryRunOpt = False,
+    rehearse: RehearseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The pre-training checklist, run concurrently, with the command that fixes each failure."""
+    from dataclasses import replace
+
+    from tpu_trainer.app import preflight as pf
+    from tpu_trainer.app.kueue_setup import apply_fix
+    from tpu_trainer.app.planning import Request, current_user, plan_with_config
+    from tpu_trainer.cli.services_cli import build
+    from tpu_trainer.infra.runner import DryRunRunner
+    from tpu_trainer.plan.plan import Level, PlanOptions
+
+    setup = build(config, rehearse)
+    svc = setup.services
+    if dry_run:
+        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    plan = plan_with_config(
+        Request(request), setup.config, PlanOptions(user=current_user(), now=datetime.now())
+    )
+    results = pf.checks(plan, setup.config, pf.observe(plan, setup.config, svc.gcloud, svc.kubectl))
+    if fix:
+        for check in results:
+            if check.status is not Level.FAIL or not check.fix_argv:
+                continue
+            if check.finding is not None:
+                apply_fix(check.finding, svc.kubectl, svc.runner)
+            else:
+                svc.runner.run(list(check.fix_argv), check=True)
+            typer.echo(f"fixed: {check.name}")
+    _show_checks(results, as_json)
+    if any(c.status is Level.FAIL for c in results) and not fix:
+        raise typer.Exit(1)
+
+
+def _print_argv(argv: tuple[str, ...]) -> None:
+    import shlex
+
+    typer.echo("would run: " + shlex.join(argv))
+
+
+def _show_checks(results: list, as_json: bool) -> None:  # type: ignore[type-arg]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "checks": [
+                        {
+                            "name": c.name,
+                            "status": c.status.value,
+                            "message": c.message,
+                            "fix": c.fix,
+                        }
+                        for c in results
+                    ]
+                },
+                indent=2,
+            )
+        )
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Pre-training checks")
+    for col in ("check", "status", "message", "fix"):
+        table.add_column(col)
+    colour = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+    for c in results:
+        table.add_row(c.name, f"[{colour[c.status.value]}]{c.status.value}[/]", c.message, c.fix)
+    Console().print(table)
+
+
+def cleanup(
+    run_id: Annotated[str, typer.Argument(help="The run to clean up (see `tpu-trainer runs`).")],
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    rehearse: RehearseOpt = None,
+) -> None:
+    """Delete everything a run created that is still there (after a crash, or a failed teardown)."""
+    _cleanup_runs([run_id], config, dry_run, rehearse)
+
+
+def gc(
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    rehearse: RehearseOpt = None,
+) -> None:
+    """Clean up every run whose process is gone but whose resources are not."""
+    from tpu_trainer.app.teardown import gc_candidates
+    from tpu_trainer.cli.services_cli import open_store
+
+    store = open_store()
+    runs = gc_candidates(store)
+    store.close()
+    if not runs:
+        typer.echo("nothing to clean up")
+        return
+    _cleanup_runs(runs, config, dry_run, rehearse)
+
+
+def _cleanup_runs(
+    run_ids: list[str], config: Path | None, dry_run: bool, rehearse: Path | None
+) -> None:
+    from dataclasses import replace
+
+    from tpu_trainer.app.teardown import Teardown
+    from tpu_trainer.cli.services_cli import build
+    from tpu_trainer.errors import InputError
+    from tpu_trainer.infra.runner import DryRunRunner
+    from tpu_trainer.store.db import RunStatus
+
+    setup = build(config, rehearse)
+    svc = setup.services
+    if dry_run:
+        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    incomplete = False
+    for run_id in run_ids:
+        row = svc.store.run(run_id)
+        if row is None:
+            raise InputError(f"no run {run_id} in {svc.store.path}", fix="see `tpu-trainer runs`")
+        if row.process_alive():
+            raise InputError(
+                f"run {run_id} is still running (pid {row.pid})",
+                fix="stop it with Ctrl-C; it cleans up after itself",
+            )
+        svc.current.run_id = run_id
+        report = Teardown(svc.store, svc.gcloud, svc.xpk, svc.display).run(run_id)
+        typer.echo(
+            f"run {run_id}: deleted {len(report.deleted)}, already gone "
+            f"{len(report.already_gone)}, failed {len(report.failed)}"
+        )
+        for line in report.failed:
+            typer.echo(f"  could not delete {line}")
+        if report.extra_pools:
+            typer.echo(
+                f"  pools not made by tpu-trainer, left alone: {', '.join(report.extra_pools)}"
+            )
+        if not dry_run and row.status is RunStatus.RUNNING:
+            svc.store.finish_run(run_id, RunStatus.FAILED, "process gone; cleaned up")
+        incomplete |= not report.clean
+    if incomplete:
+        raise typer.Exit(1)
+
+
+def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")] = 50) -> None:
+    """The runs in the store, newest first."""
+    from tpu_trainer.cli.services_cli import open_store
+    from tpu_trainer.store.db import LIVE_STATES
+
+    store = open_store()
+    rows = store.runs(limit=limit)
+    data = [
+        {
+            "id": r.id,
+            "model": r.model,
+            "device_type": r.device_type,
+            "precision": r.precision,
+            "status": r.status.value,
+            "zone": r.zone,
+            "created": datetime.fromtimestamp(r.created_at).isoformat(timespec="seconds"),
+            "live_resources": len(store.resources(r.id, states=LIVE_STATES)),
+            "error": r.error,
+        }
+        for r in rows
+    ]
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"runs ({store.path})")
+    for col in ("id", "created", "model", "device type", "precision", "status", "live resources"):
+        table.add_column(col)
+    for d in data:
+        table.add_row(
+            str(d["id"]),
+            str(d["created"]),
+            str(d["model"]),
+            str(d["device_type"]),
+            str(d["precision"]),
+            str(d["status"]),
+            str(d["live_resources"]),
+        )
+    Console().print(table)

@@ -1,0 +1,40 @@
+"""Building services for CLI commands: the real cloud, or a rehearsal on the fake one."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpu_trainer.app.services import Services, recording_services
+from tpu_trainer.cli.console import RichDisplay
+from tpu_trainer.config.load import load_config
+from tpu_trainer.config.model import Config
+from tpu_trainer.store.db import RunStore, default_path
+
+
+@dataclass
+class Setup:
+    services: Services
+    config: Config
+    rehearsal_dir: Path | None
+
+
+def open_store() -> RunStore:
+    return RunStore(default_path())
+
+
+def build(config_path: Path | None, rehearse: Path | None, *, fresh: bool = False) -> Setup:
+    """Services against the real cloud, or against the fake cloud of a rehearsal scenario."""
+    display = RichDisplay()
+    store = open_store()
+    if rehearse is None:
+        config = load_config(config_path, require=True)
+        assert config is not None  # noqa: S101 (require=True never returns None)
+        return Setup(recording_services(store, display, config.project_id), config, None)
+    from tpu_trainer.fakecloud.rehearsal import prepare
+
+    user_config = load_config(config_path, require=False)
+    config, env, workdir = prepare(rehearse, user_config, dict(os.environ), fresh=fresh)
+    display.info(f"rehearsal: fake cloud from {rehearse} (state in {workdir})")
+    return Setup(recording_services(store, display, config.project_id, env), config, workdir)

@@ -1,0 +1,84 @@
+"""``tpu-trainer train``: the whole run on GKE through xpk (or a rehearsal on the fake cloud)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tpu_trainer.app.planning import Request, plan_with_config
+from tpu_trainer.app.resolve import Filters
+from tpu_trainer.cli import plan_cmd
+from tpu_trainer.cli.common import (
+    ConfigOpt,
+    PrecisionOpt,
+    RequestArg,
+    SeqOpt,
+    TopologyOpt,
+    VariantOpt,
+)
+from tpu_trainer.plan.plan import Plan
+
+RehearseOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--rehearse",
+        help="Run the whole pipeline against a fake cloud described by this scenario file "
+        "(docs/fake-cloud.md); nothing reaches Google Cloud.",
+    ),
+]
+WaitOpt = Annotated[
+    int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
+]
+PollOpt = Annotated[float, typer.Option("--poll", help="Seconds between status polls.")]
+
+
+def train(
+    request: RequestArg,
+    config: ConfigOpt = None,
+    precision: PrecisionOpt = None,
+    topology: TopologyOpt = None,
+    seq: SeqOpt = None,
+    variant: VariantOpt = None,
+    sets: plan_cmd.SetOpt = None,
+    vars_: plan_cmd.VarOpt = None,
+    no_profiler: plan_cmd.NoProfilerOpt = False,
+    profiler_steps: plan_cmd.ProfilerStepsOpt = 3,
+    profiler_skip: plan_cmd.ProfilerSkipOpt = 5,
+    priority: plan_cmd.PriorityOpt = None,
+    num_slices: plan_cmd.SlicesOpt = None,
+    rehearse: RehearseOpt = None,
+    wait_timeout: WaitOpt = 24 * 3600,
+    poll: PollOpt = 30.0,
+) -> None:
+    """Provision, submit, follow and always clean up one training run."""
+    from tpu_trainer.app.gke_run import GkeRun
+    from tpu_trainer.cli.services_cli import build
+
+    setup = build(config, rehearse, fresh=True)
+    options = plan_cmd._options(
+        sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, None
+    )
+    req = Request(request, Filters(precision, topology, seq, variant), config)
+
+    def plan_for_zone(zone: str | None) -> Plan:
+        return plan_with_config(req, setup.config, replace(options, zone=zone) if zone else options)
+
+    label = request + (f" --rehearse {rehearse}" if rehearse else "")
+    run = GkeRun(
+        setup.services,
+        setup.config,
+        plan_for_zone,
+        label,
+        wait_timeout_s=wait_timeout,
+        poll_seconds=poll,
+    )
+    outcome = run.start()
+    typer.echo(
+        f"run {outcome.run_id}: {outcome.status.value}"
+        + (f" ({outcome.error})" if outcome.error else "")
+    )
+    if outcome.status.value != "succeeded":
+        raise typer.Exit(1)

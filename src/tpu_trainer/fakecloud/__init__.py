@@ -1,0 +1,30 @@
+"""A fake Google Cloud control plane: stateful ``gcloud``, ``kubectl`` and ``xpk`` stand-ins.
+
+Rehearse a run, or test the tool, against a scenario instead of a real project::
+
+    scenario = load_scenario("scenario.yaml")
+    init_state(scenario, state_file)
+    write_shims(bin_dir)
+    env = fake_cloud_env(bin_dir, state_file)   # run anything with this environment
+
+Every stand-in answers with the real tool's JSON shapes, error texts and exit codes, and keeps
+what it changes in the state file. ``docs/fake-cloud.md`` describes the scenario format.
+"""
+
+from __future__ import annotations
+
+from tpu_trainer.fakecloud.scenario import Scenario, load_scenario, parse_scenario
+from tpu_trainer.fakecloud.shims import fake_cloud_env, write_shims
+from tpu_trainer.fakecloud.state import STATE_ENV, init_state, read_state, recorded_calls
+
+__all__ = [
+    "STATE_ENV",
+    "Scenario",
+    "fake_cloud_env",
+    "init_state",
+    "load_scenario",
+    "parse_scenario",
+    "read_state",
+    "recorded_calls",
+    "write_shims",
+]

@@ -1,0 +1,234 @@
+"""Kubernetes objects of the fake cluster: kinds, the store, merge patches, and the Kueue and
+ConfigMap objects xpk writes (built here as xpk 1.16.0's templates write them, not with the
+tool's own builders, so a bug there is not copied into the fake)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tpu_trainer.fakecloud.scenario import Scenario
+from tpu_trainer.fakecloud.state import FAKE_NOW, State, next_id
+
+KUEUE = "kueue.x-k8s.io/v1beta1"
+CLUSTER_QUEUE = "cluster-queue"
+LOCAL_QUEUE = "multislice-queue"
+TPU_RESOURCE = "google.com/tpu"
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    kind: str
+    plural: str
+    group: str
+    namespaced: bool
+    names: tuple[str, ...]
+    virtual: bool = False
+    """Pods and JobSets are derived from the workloads, not stored."""
+
+    @property
+    def resource(self) -> str:
+        """``resourceflavors.kueue.x-k8s.io``, ``configmaps``: how errors name the kind."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def singular(self) -> str:
+        """``resourceflavor.kueue.x-k8s.io``: how apply/patch/delete messages name it."""
+        base = self.kind.lower()
+        return f"{base}.{self.group}" if self.group else base
+
+
+KINDS = (
+    Kind("ResourceFlavor", "resourceflavors", "kueue.x-k8s.io", False, ("rf", "flavor", "flavors")),
+    Kind("ClusterQueue", "clusterqueues", "kueue.x-k8s.io", False, ("cq",)),
+    Kind("LocalQueue", "localqueues", "kueue.x-k8s.io", True, ("lq", "queue", "queues")),
+    Kind("Workload", "workloads", "kueue.x-k8s.io", True, ("wl",)),
+    Kind("ConfigMap", "configmaps", "", True, ("cm",)),
+    Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", False, ("pc",)),
+    Kind("Pod", "pods", "", True, ("po",), virtual=True),
+    Kind("JobSet", "jobsets", "jobset.x-k8s.io", True, ("js",), virtual=True),
+)
+
+
+def find_kind(word: str) -> Kind | None:
+    """The kind a kubectl resource word names: ``resourceflavor``, ``rf``, ``cm``, ``pods``..."""
+    w = word.lower()
+    for k in KINDS:
+        if w in (k.kind.lower(), k.plural, k.resource, k.singular, *k.names):
+            return k
+    return None
+
+
+def kind_of(obj: dict[str, Any]) -> Kind | None:
+    return next((k for k in KINDS if k.kind == obj.get("kind")), None)
+
+
+def key(kind: Kind, name: str, namespace: str) -> str:
+    return f"{kind.kind}/{namespace if kind.namespaced else ''}/{name}"
+
+
+def get(state: State, kind: Kind, name: str, namespace: str = "default") -> dict[str, Any] | None:
+    found: dict[str, Any] | None = state["k8s"].get(key(kind, name, namespace))
+    return found
+
+
+def listed(state: State, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+    """Stored objects of ``kind`` (in ``namespace``, or everywhere when None)."""
+    prefix = f"{kind.kind}/"
+    out = []
+    for k, obj in state["k8s"].items():
+        ns = k.split("/")[1]
+        if k.startswith(prefix) and (namespace is None or not kind.namespaced or ns == namespace):
+            out.append(obj)
+    return out
+
+
+def put(
+    state: State, obj: dict[str, Any], namespace: str = "default", *, applied: bool = False
+) -> str:
+    """Store ``obj`` (create or replace); returns ``created``, ``configured`` or ``unchanged``."""
+    kind = kind_of(obj)
+    if kind is None:
+        raise ValueError(f"unknown kind {obj.get('kind')}")
+    meta = obj.setdefault("metadata", {})
+    if kind.namespaced:
+        meta["namespace"] = meta.get("namespace") or namespace
+    else:
+        meta.pop("namespace", None)
+    k = key(kind, meta["name"], meta.get("namespace", ""))
+    old = state["k8s"].get(k)
+    if applied:
+        clean = copy.deepcopy(obj)
+        meta.setdefault("annotations", {})[_LAST_APPLIED] = (
+            json.dumps(clean, separators=(",", ":")) + "\n"
+        )
+    if old is not None and _content(old) == _content(obj):
+        return "unchanged"
+    number = next_id(state)
+    old_meta = (old or {}).get("metadata", {})
+    meta["uid"] = old_meta.get("uid") or f"0f4c{number:04d}-5a1e-4c0d-9a7b-{number:012d}"
+    meta["creationTimestamp"] = old_meta.get("creationTimestamp") or FAKE_NOW
+    meta["resourceVersion"] = str(number)
+    meta["generation"] = int(old_meta.get("generation", 0)) + 1
+    state["k8s"][k] = obj
+    return "configured" if old is not None else "created"
+
+
+def _content(obj: dict[str, Any]) -> Any:
+    meta = {
+        k: v
+        for k, v in obj.get("metadata", {}).items()
+        if k not in ("uid", "creationTimestamp", "resourceVersion", "generation")
+    }
+    return {**{k: v for k, v in obj.items() if k != "metadata"}, "metadata": meta}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (``kubectl patch --type merge``)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+# ---- what xpk writes ---------------------------------------------------------------------------
+def configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": dict(data)}
+
+
+def resource_flavor(name: str, accelerator: str | None, topology: str | None) -> dict[str, Any]:
+    labels = {}
+    if accelerator:
+        labels["cloud.google.com/gke-tpu-accelerator"] = accelerator
+    if topology:
+        labels["cloud.google.com/gke-tpu-topology"] = topology
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {"nodeLabels": labels},
+    }
+
+
+def cluster_queue(flavors: dict[str, int]) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": CLUSTER_QUEUE},
+        "spec": {
+            "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "LowerPriority"},
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": [TPU_RESOURCE],
+                    "flavors": [
+                        {"name": n, "resources": [{"name": TPU_RESOURCE, "nominalQuota": q}]}
+                        for n, q in flavors.items()
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def local_queue() -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE, "namespace": "default"},
+        "spec": {"clusterQueue": CLUSTER_QUEUE},
+    }
+
+
+def _flavor_labels(name: str) -> tuple[str | None, str | None]:
+    """Node labels of a scenario flavor ``1xtpu7x-256``: the slice it names, if it parses."""
+    from tpu_trainer.errors import TpuTrainerError
+    from tpu_trainer.plan.slices import Slice
+
+    device = name.split("x", 1)[1] if "x" in name and name.split("x", 1)[0].isdigit() else name
+    try:
+        s = Slice.parse(device)
+    except TpuTrainerError:
+        return None, None
+    return s.accelerator.gke_accelerator, s.topology_name
+
+
+def initial_objects(scenario: Scenario) -> dict[str, Any]:
+    """The Kubernetes objects a scenario starts with (stored without server fields yet)."""
+    state: State = {"k8s": {}, "seq": 100}
+    for name in scenario.kueue.resource_flavors:
+        put(state, resource_flavor(name, *_flavor_labels(name)))
+    kueue = scenario.kueue
+    if kueue.cluster_queue is not None:
+        put(state, cluster_queue(dict(kueue.cluster_queue)))
+    if kueue.local_queue or (kueue.local_queue is None and kueue.cluster_queue is not None):
+        put(state, local_queue())
+    if scenario.kueue.configmap is not None:
+        name = f"{scenario.cluster.name}-resources-configmap"
+        put(state, configmap(name, dict(scenario.kueue.configmap)))
+    objects: dict[str, Any] = state["k8s"]
+    return objects
+
+
+def flavor_quota(state: State, flavor: str) -> int | None:
+    """The ``google.com/tpu`` quota ``cluster-queue`` gives ``flavor`` (None: not listed)."""
+    queue = get(state, KINDS[1], CLUSTER_QUEUE)
+    for group in ((queue or {}).get("spec") or {}).get("resourceGroups") or []:
+        for f in group.get("flavors") or []:
+            if f.get("name") != flavor:
+                continue
+            for r in f.get("resources") or []:
+                if r.get("name") == TPU_RESOURCE:
+                    try:
+                        return int(str(r.get("nominalQuota")))
+                    except ValueError:
+                        return None
+    return None

@@ -1,0 +1,89 @@
+"""A rehearsal: the real pipeline, with the fake cloud's gcloud, kubectl and xpk first on PATH."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+
+from tpu_trainer.config.model import Config, Reservation, Source
+from tpu_trainer.fakecloud.scenario import Scenario, load_scenario
+from tpu_trainer.fakecloud.shims import fake_cloud_env, write_shims
+from tpu_trainer.fakecloud.state import init_state
+from tpu_trainer.infra.tool_env import cache_dir
+
+
+def rehearsal_config(scenario: Scenario, source: str, user: Config | None) -> Config:
+    """The configuration of a rehearsal: where to run comes from the scenario (the fake cloud
+    knows nothing else); the rest (image, output, recipes path) from the user's configuration."""
+    first_zone = next(
+        (r.zone for r in scenario.reservations),
+        next((p.zone for p in scenario.node_pools), f"{scenario.region}-a"),
+    )
+    where = Source(f"scenario {source}")
+    base = Config(
+        project_id=scenario.project,
+        cluster_name=scenario.cluster.name,
+        reservations=tuple(Reservation(r.name) for r in scenario.reservations),
+        default_zone=first_zone,
+        region=scenario.region,
+        base_output_dir="gs://rehearsal-bucket/runs",
+        workload_image=f"gcr.io/{scenario.project}/rehearsal-runner",
+        sources=dict.fromkeys(
+            (
+                "project_id",
+                "cluster_name",
+                "reservations",
+                "default_zone",
+                "region",
+                "base_output_dir",
+                "workload_image",
+            ),
+            where,
+        ),
+    )
+    if user is None:
+        return base
+    keep = {
+        k: v
+        for k, v in user.sources.items()
+        if k not in ("project_id", "cluster_name", "reservations", "default_zone", "region")
+    }
+    return replace(
+        base,
+        base_output_dir=user.base_output_dir or base.base_output_dir,
+        workload_image=user.workload_image or base.workload_image,
+        tpu_recipes_path=user.tpu_recipes_path,
+        maxtext_branch=user.maxtext_branch,
+        jax_version=user.jax_version,
+        libtpu_version=user.libtpu_version,
+        machine_type=user.machine_type,
+        sources={**base.sources, **keep},
+        path=user.path,
+    )
+
+
+def rehearsal_dir(scenario_path: Path, env: dict[str, str]) -> Path:
+    """Where a scenario's fake cloud lives between commands (``train`` then ``cleanup``/``gc``)."""
+    if env.get("TPU_TRAINER_REHEARSAL_DIR"):
+        return Path(env["TPU_TRAINER_REHEARSAL_DIR"]).expanduser()
+    key = hashlib.sha256(str(scenario_path.resolve()).encode()).hexdigest()[:12]
+    return cache_dir(env) / "rehearsals" / key
+
+
+def prepare(
+    scenario_path: Path, user: Config | None, env: dict[str, str], *, fresh: bool
+) -> tuple[Config, dict[str, str], Path]:
+    """Lay out (``fresh``) or reuse the scenario's fake cloud; return the configuration and the
+    environment to run with, and the folder holding the fake cloud's state."""
+    scenario = load_scenario(scenario_path)
+    workdir = rehearsal_dir(scenario_path, env)
+    state = workdir / "state.json"
+    if fresh or not state.exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        init_state(scenario, state)
+    bin_dir = workdir / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    write_shims(bin_dir)
+    fake_env = {**env, **fake_cloud_env(bin_dir, state)}
+    return rehearsal_config(scenario, str(scenario_path), user), fake_env, workdir

@@ -1,0 +1,319 @@
+"""Workloads xpk submitted: whether Kueue admits them, their pods, and how they progress.
+
+A workload is held back (no pods) while Kueue cannot admit it: its ResourceFlavor, the
+ClusterQueue quota or the LocalQueue is missing. Admitted, its pods stay Pending while no
+RUNNING node pool in its zone matches the slice; otherwise every read (``kubectl get pods``,
+``xpk workload list``) moves it along: Pending for ``pending_polls`` reads, Running for
+``running_polls``, then Succeeded or Failed by the scenario's exit code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud.pools import tpu_accelerator
+from tpu_trainer.fakecloud.state import FAKE_NOW, State
+from tpu_trainer.plan.slices import Slice
+
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+FINISHED_READS = 1_000_000
+
+
+def new_workload(
+    state: State,
+    name: str,
+    s: Slice,
+    *,
+    num_slices: int,
+    zone: str,
+    image: str,
+    command: str,
+    parallel_flag: bool,
+) -> dict[str, Any]:
+    """A workload record for ``num_slices`` slices of ``s`` (pod name suffixes drawn now)."""
+    spec = state["workload_defaults"]
+    suffixes = [
+        [_suffix(f"{name}/{state['seq']}/{j}/{i}") for i in range(s.hosts)]
+        for j in range(num_slices)
+    ]
+    return {
+        "name": name,
+        "device": s.device_type_number,
+        "device_type": s.device_type,
+        "topology": s.topology_name,
+        "accelerator": s.accelerator.gke_accelerator,
+        "machine_types": [s.machine_type, *s.accelerator.other_machine_types],
+        "hosts": s.hosts,
+        "chips": s.chips,
+        "chips_per_host": s.chips_per_host,
+        "workload_policy": s.workload_policy,
+        "num_slices": num_slices,
+        "zone": zone,
+        "image": image,
+        "command": command,
+        "suffixes": suffixes,
+        "containers": _containers(s, spec.get("parallel_containers"), parallel_flag),
+        "reads": 0,
+        "exit_code": int(spec["exit_code"]),
+        "pending_polls": int(spec["pending_polls"]),
+        "running_polls": int(spec["running_polls"]),
+        "hang": bool(spec["hang"]),
+        "log": str(spec["log"]),
+    }
+
+
+def _suffix(seed: str) -> str:
+    """Five characters of Kubernetes' random-name alphabet (stable for a seed)."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(_SUFFIX_CHARS[b % len(_SUFFIX_CHARS)] for b in digest[:5])
+
+
+def _containers(s: Slice, scenario: bool | None, flag: bool) -> list[str]:
+    """``jax-tpu``, or ``jax-tpu-1``/``jax-tpu-2`` where TPU v7 hosts run two containers."""
+    two_per_host = s.accelerator.tensorcores_per_chip == 2 and s.chips_per_host == 4
+    parallel = flag or (s.multi_host if scenario is None else scenario)
+    if two_per_host and s.accelerator.multi_host_needs_workload_policy and parallel:
+        return ["jax-tpu-1", "jax-tpu-2"]
+    return ["jax-tpu"]
+
+
+def kueue_blocker(state: State, wl: dict[str, Any]) -> str | None:
+    """Why Kueue keeps the workload suspended (no pods), or None when it admits it."""
+    flavor = f"{wl['num_slices']}x{wl['device']}"
+    needed = wl["chips"] * wl["num_slices"]
+    if k8s.get(state, k8s.KINDS[2], k8s.LOCAL_QUEUE) is None:
+        return f"LocalQueue {k8s.LOCAL_QUEUE} doesn't exist"
+    if k8s.get(state, k8s.KINDS[0], flavor) is None:
+        return f"couldn't assign flavors to pod set slice-job: flavor {flavor} not found"
+    quota = k8s.flavor_quota(state, flavor)
+    if quota is None:
+        return (
+            f"couldn't assign flavors to pod set slice-job: resource {k8s.TPU_RESOURCE} "
+            f"unavailable in ClusterQueue {k8s.CLUSTER_QUEUE}"
+        )
+    if quota < needed:
+        return (
+            f"couldn't assign flavors to pod set slice-job: insufficient quota for "
+            f"{k8s.TPU_RESOURCE} in flavor {flavor}, request > maximum capacity "
+            f"({needed} > {quota})"
+        )
+    return None
+
+
+def matching_pools(
+    state: State, wl: dict[str, Any], *, running: bool = True
+) -> list[dict[str, Any]]:
+    """Node pools whose nodes the workload's pods can land on (in its zone)."""
+    out = []
+    for pool in state["node_pools"].values():
+        acc = tpu_accelerator(pool["machine_type"])
+        if (
+            acc is None
+            or acc.gke_accelerator != wl["accelerator"]
+            or pool["machine_type"] not in wl["machine_types"]
+            or pool["node_count"] != wl["hosts"]
+        ):
+            continue
+        if wl["workload_policy"] and pool["placement_policy"] != wl["workload_policy"]:
+            continue
+        if not wl["workload_policy"] and wl["hosts"] > 1 and pool["tpu_topology"] != wl["topology"]:
+            continue
+        if running and (pool["status"] != "RUNNING" or pool["zone"] != wl["zone"]):
+            continue
+        out.append(pool)
+    return out
+
+
+def schedulable(state: State, wl: dict[str, Any]) -> bool:
+    return len(matching_pools(state, wl)) >= int(wl["num_slices"])
+
+
+def observe(state: State, wl: dict[str, Any]) -> str:
+    """One read of the workload; returns its phase: Suspended, Pending, Running, Succeeded,
+    Failed."""
+    if kueue_blocker(state, wl) is not None:
+        return "Suspended"
+    if not schedulable(state, wl):
+        return "Unschedulable"
+    wl["reads"] += 1
+    return phase(wl)
+
+
+def phase(wl: dict[str, Any]) -> str:
+    reads = wl["reads"]
+    if reads <= wl["pending_polls"]:
+        return "Pending"
+    if wl["hang"] or reads <= wl["pending_polls"] + wl["running_polls"]:
+        return "Running"
+    return "Succeeded" if wl["exit_code"] == 0 else "Failed"
+
+
+# ---- pods --------------------------------------------------------------------------------------
+def pod_names(wl: dict[str, Any]) -> list[tuple[int, int, str]]:
+    """(slice, worker, pod name) for every pod of the workload."""
+    return [
+        (j, i, f"{wl['name']}-slice-job-{j}-{i}-{suffix}")
+        for j, row in enumerate(wl["suffixes"])
+        for i, suffix in enumerate(row)
+    ]
+
+
+def _container_status(name: str, state_name: str, exit_code: int) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "name": name,
+        "ready": state_name == "Running",
+        "restartCount": 0,
+        "image": "",
+        "started": state_name == "Running",
+    }
+    if state_name == "Pending":
+        status["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    elif state_name == "Running":
+        status["state"] = {"running": {"startedAt": FAKE_NOW}}
+    else:
+        reason = "Completed" if exit_code == 0 else "Error"
+        status["state"] = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": reason,
+                "startedAt": FAKE_NOW,
+                "finishedAt": FAKE_NOW,
+            }
+        }
+    return status
+
+
+def _pod_spec(wl: dict[str, Any]) -> dict[str, Any]:
+    per_container = max(1, wl["chips_per_host"] // len(wl["containers"]))
+    selector = {
+        "cloud.google.com/gke-tpu-accelerator": wl["accelerator"],
+        "cloud.google.com/gke-tpu-topology": wl["topology"],
+    }
+    if wl["workload_policy"]:
+        selector["cloud.google.com/placement-policy-name"] = wl["workload_policy"]
+    return {
+        "containers": [
+            {
+                "name": c,
+                "image": wl["image"],
+                "resources": {"limits": {k8s.TPU_RESOURCE: str(per_container)}},
+            }
+            for c in wl["containers"]
+        ],
+        "nodeSelector": selector,
+        "restartPolicy": "Never",
+        "subdomain": wl["name"],
+    }
+
+
+_UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+}
+
+
+def pod_json(
+    state: State, wl: dict[str, Any], j: int, i: int, name: str, ph: str
+) -> dict[str, Any]:
+    """One pod of the workload in phase ``ph`` (Pending, Unschedulable, Running, ...)."""
+    spec = _pod_spec(wl)
+    status: dict[str, Any] = {"phase": "Pending" if ph == "Unschedulable" else ph}
+    if ph == "Unschedulable":
+        status["conditions"] = [dict(_UNSCHEDULABLE)]
+    else:
+        pools = matching_pools(state, wl)
+        pool = pools[j % len(pools)]["name"] if pools else "np"
+        spec["nodeName"] = f"gke-{state['cluster']['name']}-{pool}-{i:04d}"
+        code = wl["exit_code"]
+        status["containerStatuses"] = [_container_status(c, ph, code) for c in wl["containers"]]
+        status["podIP"] = f"10.{j + 8}.{i // 250}.{i % 250 + 2}"
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": wl["name"],
+        "jobset.sigs.k8s.io/replicatedjob-name": "slice-job",
+        "jobset.sigs.k8s.io/job-index": str(j),
+        "jobset.sigs.k8s.io/restart-attempt": "0",
+        "batch.kubernetes.io/job-completion-index": str(i),
+        "job-name": f"{wl['name']}-slice-job-{j}",
+    }
+    meta = {"name": name, "namespace": "default", "creationTimestamp": FAKE_NOW, "labels": labels}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def pods(state: State, jobset: str | None = None) -> list[dict[str, Any]]:
+    """The pods of every workload (or of the JobSet ``jobset``), each workload read once."""
+    out = []
+    for wl in state["workloads"].values():
+        if jobset is not None and wl["name"] != jobset:
+            continue
+        ph = observe(state, wl)
+        if ph == "Suspended":
+            continue
+        out += [pod_json(state, wl, j, i, name, ph) for j, i, name in pod_names(wl)]
+    return out
+
+
+def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
+    ph = observe(state, wl)
+    conditions = []
+    if ph in ("Succeeded", "Failed"):
+        kind = "Completed" if ph == "Succeeded" else "Failed"
+        conditions.append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": f"AllJobs{kind}",
+                "lastTransitionTime": FAKE_NOW,
+            }
+        )
+    elif ph == "Suspended":
+        conditions.append(
+            {
+                "type": "Suspended",
+                "status": "True",
+                "reason": "JobSetSuspended",
+                "message": kueue_blocker(state, wl) or "",
+                "lastTransitionTime": FAKE_NOW,
+            }
+        )
+    status: dict[str, Any] = {"conditions": conditions}
+    if conditions and conditions[0]["type"] in ("Completed", "Failed"):
+        status["terminalState"] = conditions[0]["type"]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": wl["name"],
+            "namespace": "default",
+            "creationTimestamp": FAKE_NOW,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": k8s.LOCAL_QUEUE,
+                "xpk.google.com/workload": wl["name"],
+            },
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "slice-job",
+                    "replicas": wl["num_slices"],
+                    "template": {"spec": {"parallelism": wl["hosts"], "completions": wl["hosts"]}},
+                }
+            ],
+            "suspend": ph == "Suspended",
+        },
+        "status": status,
+    }
+
+
+def log_of(wl: dict[str, Any], j: int, i: int, container: str) -> str:
+    """Worker 0 of slice 0 prints the scenario's log (its first container); others one line."""
+    if j == 0 and i == 0 and container == wl["containers"][0]:
+        text = str(wl["log"])
+        return text if text.endswith("\n") or not text else text + "\n"
+    return (
+        f"I1122 04:27:31.120000 139872 train.py:98] worker {i} of slice {j} "
+        f"({container}) started; metrics are logged by worker 0\n"
+    )

@@ -1,0 +1,202 @@
+"""Find known errors in a log: which signature, on which line, and the fix with its values.
+
+Pure and streaming: :func:`diagnose` reads its lines once, keeps only the line before the
+current one (to catch a message wrapped over two lines, as tracebacks and event tables do) and
+one entry per signature found, so a log of any size is scanned in constant memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tpu_trainer.catalog.error_signatures import SIGNATURES, Severity, Signature
+
+EXCERPT_CHARS = 300
+"""Longest excerpt of a matched line."""
+MAX_LINE_CHARS = 200_000
+"""Longer lines are cut before matching (MaxText's config error lists ~800 keys on one line)."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SEVERITY_ORDER: Mapping[str, int] = {"fatal": 0, "warning": 1}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Match:
+    """A signature found in a log (once per signature: the first line, and how many lines)."""
+
+    signature: str
+    """The signature's id."""
+    title: str
+    cause: str
+    """Why it happens, with the match's values filled in."""
+    fix: str
+    """The command or setting that fixes it, with the match's values filled in."""
+    severity: Severity
+    line: int
+    """1-based number of the first line that matched (the first of two for a wrapped match)."""
+    excerpt: str
+    """The matched text, at most :data:`EXCERPT_CHARS` characters around the match."""
+    count: int = 1
+    """How many lines matched this signature."""
+
+    def to_json(self) -> dict[str, object]:
+        """The ``diagnose --json`` contract: ``matched``, ``signature``, ``cause``, ``fix``
+        (always), plus ``line``, ``count``, ``title`` and ``severity``."""
+        return {
+            "matched": self.excerpt,
+            "signature": self.signature,
+            "cause": self.cause,
+            "fix": self.fix,
+            "line": self.line,
+            "count": self.count,
+            "title": self.title,
+            "severity": self.severity,
+        }
+
+
+def diagnose(lines: Iterable[str], signatures: Sequence[Signature] = SIGNATURES) -> list[Match]:
+    """Every signature found in ``lines``: fatal ones first, then in order of first line
+    (ties in catalog order).
+
+    Each line is tried on its own, then joined (with a space) to the line before it; a joined
+    match counts only when it crosses the join and the earlier line did not already match that
+    signature on its own. ``lines`` is read once, lazily (a file or a generator will do).
+    """
+    scan = _Scan(tuple(signatures))
+    for number, raw in enumerate(lines, start=1):
+        scan.feed(number, clean_line(raw))
+    return scan.result()
+
+
+class _Scan:
+    """The scanner's state: the previous line, and the first match and count per signature.
+
+    Signatures are numbered by position; a line is only matched against the signatures whose
+    needles it (or the line before, or the join of both) contains.
+    """
+
+    def __init__(self, signatures: tuple[Signature, ...]) -> None:
+        self.signatures = signatures
+        self.needles = tuple((n, i) for i, s in enumerate(signatures) for n in s.needles)
+        self.width = max((len(n) for n, _ in self.needles), default=0)
+        self.first: dict[int, Match] = {}
+        self.counts: dict[int, int] = {}
+        self.prev = ""
+        self.prev_low = ""
+        self.prev_candidates: set[int] = set()
+        self.prev_hits: set[int] = set()
+
+    def feed(self, number: int, text: str) -> None:
+        """Try the candidate signatures on line ``number`` and on it joined to the one before."""
+        low = text.lower()
+        candidates = {i for needle, i in self.needles if needle in low}
+        todo = candidates | self.prev_candidates if self.prev else candidates
+        if self.prev:
+            edge = f"{self.prev_low[-self.width :]} {low[: self.width]}"
+            todo |= {i for needle, i in self.needles if needle in edge}
+        hits: set[int] = set()
+        for i in sorted(todo):
+            sig = self.signatures[i]
+            found = _on_line(sig, text) if i in candidates else None
+            if found is None and self.prev and i not in self.prev_hits:
+                found = _across(sig, self.prev, text)
+            if found is not None:
+                hits.add(i)
+                self._record(i, number, *found)
+        self.prev, self.prev_low = text, low
+        self.prev_candidates, self.prev_hits = candidates, hits
+
+    def result(self) -> list[Match]:
+        """The matches with their counts, fatal first, then by first line."""
+        found = [replace(m, count=self.counts[i]) for i, m in self.first.items()]
+        return sorted(found, key=lambda m: (_SEVERITY_ORDER[m.severity], m.line))
+
+    def _record(self, i: int, number: int, back: int, text: str, m: re.Match[str]) -> None:
+        self.counts[i] = self.counts.get(i, 0) + 1
+        if i not in self.first:
+            self.first[i] = _match(self.signatures[i], number - back, text, m)
+
+
+def has_fatal(matches: Iterable[Match]) -> bool:
+    """True when any match means the run cannot succeed."""
+    return any(m.severity == "fatal" for m in matches)
+
+
+def matches_to_json(matches: Iterable[Match]) -> list[dict[str, object]]:
+    """The ``diagnose --json`` document: a list of :meth:`Match.to_json` objects."""
+    return [m.to_json() for m in matches]
+
+
+def clean_line(raw: str) -> str:
+    """A log line without its line ending, ANSI colours, or anything past
+    :data:`MAX_LINE_CHARS`."""
+    text = raw.rstrip("\r\n")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return text[:MAX_LINE_CHARS]
+
+
+def fill(template: str, values: Mapping[str, str | None]) -> str:
+    """``template`` with each ``{name}`` replaced by ``values[name]``; names without a value
+    become ``<name>``. Other braces (JSON, jsonpath) are left alone."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in values:
+            return m.group(0)
+        value = values[name]
+        return value if value else f"<{name}>"
+
+    return _PLACEHOLDER.sub(one, template)
+
+
+def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None:
+    m = sig.pattern.search(text)
+    return None if m is None else (0, text, m)
+
+
+def _across(sig: Signature, prev: str, text: str) -> tuple[int, str, re.Match[str]] | None:
+    """A match of ``sig`` in ``prev`` + space + ``text`` that uses both lines."""
+    joined = f"{prev} {text}"
+    m = sig.pattern.search(joined)
+    if m is not None and m.start() < len(prev) < m.end():
+        return 1, joined, m
+    return None
+
+
+def _match(sig: Signature, line: int, haystack: str, m: re.Match[str]) -> Match:
+    values = _values(sig, m)
+    return Match(
+        signature=sig.id,
+        title=sig.title,
+        cause=fill(sig.cause, values),
+        fix=fill(sig.fix, values),
+        severity=sig.severity,
+        line=line,
+        excerpt=excerpt(haystack, m.start(), m.end()),
+    )
+
+
+def _values(sig: Signature, m: re.Match[str]) -> dict[str, str | None]:
+    """The named groups of ``m`` (absent ones as None) and what ``sig.derive`` adds."""
+    values: dict[str, str | None] = dict(m.groupdict())
+    for name in _PLACEHOLDER.findall(sig.cause + sig.fix):
+        values.setdefault(name, None)
+    if sig.derive is not None:
+        present = {k: v for k, v in values.items() if v is not None}
+        values.update(sig.derive(present))
+    return values
+
+
+def excerpt(text: str, start: int, end: int) -> str:
+    """At most :data:`EXCERPT_CHARS` characters of ``text``, trimmed, showing ``[start, end)``
+    (from its beginning when that fits, else from a little before the match)."""
+    text = text.strip() if len(text) <= EXCERPT_CHARS else text
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    begin = 0 if end <= EXCERPT_CHARS - 1 else max(0, start - 40)
+    piece = text[begin : begin + EXCERPT_CHARS - 2].strip()
+    return ("…" if begin else "") + piece + "…"

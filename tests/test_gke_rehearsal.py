@@ -1,0 +1,220 @@
+"""The whole GKE pipeline against the fake cloud: failover, fallback, crash clean-up."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GOLDEN, RECIPES, RECIPES_ROOT
+from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.infra.tool_env import xpk_python
+
+SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "scenarios"
+RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4: 16 hosts, multi-host, needs a workload policy
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "TPU_TRAINER_CONFIG": "",
+        "TPU_TRAINER_HOME": str(tmp_path / "store"),
+        "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
+        "COLUMNS": "200",
+        "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
+    }
+
+
+def _recipe(tmp_path: Path) -> Path:
+    target = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, target)
+    return target
+
+
+def _tool(
+    env: dict[str, str], *args: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _train(
+    tmp_path: Path, scenario: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    env = _env(tmp_path)
+    proc = _tool(
+        env,
+        "train",
+        str(_recipe(tmp_path)),
+        "--rehearse",
+        str(SCENARIOS / scenario),
+        "--poll",
+        "0.05",
+        "--wait-timeout",
+        "120",
+    )
+    state = read_state(tmp_path / "rehearsal" / "state.json")
+    return proc, state
+
+
+def _store(tmp_path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(tmp_path / "store" / "runs.db")
+
+
+def _pool_names(state: dict[str, Any]) -> list[str]:
+    return sorted(state["node_pools"])
+
+
+def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
+    tmp_path: Path,
+) -> None:
+    proc, state = _train(tmp_path, "failover.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    db = _store(tmp_path)
+    attempts = db.execute(
+        "SELECT reservation, zone, outcome FROM capacity_attempts ORDER BY id"
+    ).fetchall()
+    assert [(r, o) for r, _, o in attempts] == [
+        ("res-exhausted", "exhausted"),
+        ("res-degraded", "skip: reservation DEGRADED (maintenance in progress)"),
+        ("res-ok", "created"),
+    ]
+    assert "res-exhausted" in proc.stderr and "res-degraded" in proc.stderr
+    creates = [
+        c
+        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
+        if c[:3] == ["xpk", "workload", "create"]
+    ]
+    assert len(creates) == 1
+    assert "--zone=us-central1-c" in creates[0]
+    zone, status = db.execute("SELECT zone, status FROM runs").fetchone()
+    assert (zone, status) == ("us-central1-c", "succeeded")
+    assert _pool_names(state) == ["default-pool"]
+    live = db.execute(
+        "SELECT kind, name FROM resources WHERE state IN ('creating','created','deleting')"
+    ).fetchall()
+    assert live == []
+
+
+def test_rehearsal_memory_limit_bug_falls_back_to_gcloud_with_the_exact_flags(
+    tmp_path: Path, update_golden: bool
+) -> None:
+    proc, _ = _train(tmp_path, "memory_limit.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    calls = recorded_calls(tmp_path / "rehearsal" / "state.json")
+    creates = [c for c in calls if c[:5] == ["gcloud", "beta", "container", "node-pools", "create"]]
+    assert len(creates) == 1
+    run_id = _store(tmp_path).execute("SELECT id FROM runs").fetchone()[0]
+    text = " \\\n  ".join(shlex.quote(a) for a in creates[0]).replace(run_id[:8], "<run>") + "\n"
+    from conftest import check_golden
+
+    check_golden(GOLDEN / "rehearsal_memory_limit_fallback.txt", text, update_golden)
+    policy = [
+        c
+        for c in calls
+        if c[:6] == ["gcloud", "beta", "compute", "resource-policies", "create", "workload-policy"]
+    ]
+    assert policy and "tpu7x-128-4x4x4-placement-policy" in policy[0]
+
+
+def test_rehearsal_all_reservations_exhausted_lists_each_attempt_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    proc, state = _train(tmp_path, "all_exhausted.yaml")
+    assert proc.returncode != 0
+    assert "res-a" in proc.stderr and "res-b" in proc.stderr
+    assert "no reservation could provide" in proc.stderr
+    assert "next:" in proc.stderr
+    assert _pool_names(state) == ["default-pool"]
+    status = _store(tmp_path).execute("SELECT status FROM runs").fetchone()[0]
+    assert status == "failed"
+
+
+def _wait_for_stage(
+    tmp_path: Path, stage: str, proc: subprocess.Popen[str], limit: float = 120
+) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"the run ended before stage {stage}: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        db_path = tmp_path / "store" / "runs.db"
+        if db_path.exists():
+            try:
+                row = (
+                    sqlite3.connect(db_path)
+                    .execute("SELECT 1 FROM stages WHERE name = ?", (stage,))
+                    .fetchone()
+                )
+            except sqlite3.OperationalError:
+                row = None
+            if row:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"stage {stage} never started")
+
+
+@pytest.mark.parametrize("stage", ["provision", "configure", "submit", "follow"])
+def test_killed_at_each_stage_then_gc_leaves_nothing_behind(tmp_path: Path, stage: str) -> None:
+    env = _env(tmp_path)
+    scenario = str(SCENARIOS / "slow.yaml")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpu_trainer",
+            "train",
+            str(_recipe(tmp_path)),
+            "--rehearse",
+            scenario,
+            "--poll",
+            "0.05",
+            "--wait-timeout",
+            "600",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_stage(tmp_path, stage, proc)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    gc = _tool(env, "gc", "--rehearse", scenario)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    state = read_state(tmp_path / "rehearsal" / "state.json")
+    assert _pool_names(state) == ["default-pool"]
+    assert not state.get("workloads")
+    assert not [name for name in state["resource_policies"] if "placement-policy" in name]
+    live = (
+        _store(tmp_path)
+        .execute(
+            "SELECT kind, name FROM resources WHERE state IN ('creating','created','deleting')"
+        )
+        .fetchall()
+    )
+    assert live == []
