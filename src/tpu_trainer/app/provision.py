@@ -31,6 +31,10 @@ class CapacityError(TpuTrainerError):
     """No reservation could give the slice."""
 
 
+class PoolInError(TpuTrainerError):
+    """A node pool went to ERROR while it was being created."""
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
     reservation: str
@@ -330,21 +334,27 @@ class Provisioner:
             result = self.gcloud.create_node_pool(gcloud_create_argv(req))
             if result.ok:
                 self.store.resource_state(rid, ResourceState.CREATED)
+                try:
+                    self._wait_running(name)
+                except PoolInError:
+                    self.display.warn(f"{name} went to ERROR: deleting it (it is this run's)")
+                    self._delete_own(rid, name)
+                    self._note(choice, Outcome.FAILED, f"{name} went to ERROR; deleted")
+                    continue
                 self._note(choice, Outcome.CREATED, f"with gcloud beta: {name}")
-                self._wait_running(name)
                 return Provisioned(name, zone, created=True, attempts=self.attempts)
             existing = self.gcloud.node_pool(self.config.cluster_name, self.config.region, name)
             if existing is None:
                 self.store.resource_state(rid, ResourceState.ABSENT)
             else:
                 self.store.resource_state(rid, ResourceState.CREATED, status=existing.status)
-            if is_already_exists(result) and existing is not None and existing.status == "ERROR":
-                self.display.warn(
-                    f"{name} exists in ERROR (an earlier attempt): deleting it and "
-                    "creating it again"
-                )
-                self.gcloud.delete_node_pool(self.config.cluster_name, self.config.region, name)
-                self.store.resource_state(rid, ResourceState.DELETED)
+            if existing is not None and existing.status == "ERROR":
+                if is_already_exists(result):
+                    self.display.warn(f"{name} exists in ERROR (an earlier attempt): deleting it")
+                else:
+                    self.display.warn(f"{name} went to ERROR: deleting it (it is this run's)")
+                    self._note(choice, Outcome.FAILED, f"{name} went to ERROR; deleted")
+                self._delete_own(rid, name)
                 continue
             if is_already_exists(result) and existing is not None:
                 self._note(choice, Outcome.REUSED, f"{name} already exists ({existing.status})")
@@ -360,6 +370,14 @@ class Provisioner:
             self._note(choice, Outcome.FAILED, _last_line(result))
             raise CommandFailed(result)
         return None
+
+    def _delete_own(self, rid: int, name: str) -> None:
+        self.store.resource_state(rid, ResourceState.DELETING)
+        result = self.gcloud.delete_node_pool(self.config.cluster_name, self.config.region, name)
+        if not result.ok:
+            self.store.resource_state(rid, ResourceState.CREATED, delete_error=result.text()[-300:])
+            raise CommandFailed(result, fix=f"`tpu-trainer cleanup {self.run_id}` retries it")
+        self.store.resource_state(rid, ResourceState.DELETED)
 
     # ---- waiting ----------------------------------------------------------------------
     def _wait_running(self, name: str) -> NodePool:
@@ -377,7 +395,7 @@ class Provisioner:
                 self.display.info(f"node pool {name} is RUNNING after {elapsed:.0f} s")
                 return pool
             if pool.status == "ERROR":
-                raise TpuTrainerError(
+                raise PoolInError(
                     f"node pool {name} went to ERROR while provisioning",
                     fix="teardown deletes it; try another reservation",
                 )

@@ -118,9 +118,15 @@ def gc_candidates(store: RunStore) -> list[str]:
 
 
 def orphan_tool_pools(store: RunStore, pool_names: list[str]) -> list[str]:
-    """Pools named by the tool (``tpt-<run>-...``) that belong to no live run."""
-    live_prefixes = {r.id[:8] for r in store.runs(limit=10_000) if r.process_alive()}
-    return [n for n in pool_names if (p := run_of_tool_pool(n)) and p not in live_prefixes]
+    """Pools named by the tool (``tpt-<run>-...``) for runs of *this* store whose process is gone.
+
+    A tool-named pool of a run this store does not know (another user's machine) is never
+    returned: the tool deletes only what it created.
+    """
+    runs = store.runs(limit=100_000)
+    dead = {r.id[:8] for r in runs if not r.process_alive()}
+    alive = {r.id[:8] for r in runs if r.process_alive()}
+    return [n for n in pool_names if (p := run_of_tool_pool(n)) and p in dead and p not in alive]
 
 
 class Interrupted(BaseException):

@@ -111,17 +111,38 @@ def gc(
     dry_run: DryRunOpt = False,
     rehearse: RehearseOpt = None,
 ) -> None:
-    """Clean up every run whose process is gone but whose resources are not."""
+    """Clean up every run whose process is gone but whose resources are not, and node pools
+    named by tpu-trainer (tpt-<run>-...) that belong to no live run."""
     from tpu_trainer.app.teardown import gc_candidates
     from tpu_trainer.cli.services_cli import open_store
 
     store = open_store()
     runs = gc_candidates(store)
     store.close()
-    if not runs:
-        typer.echo("nothing to clean up")
-        return
-    _cleanup_runs(runs, config, dry_run, rehearse)
+    if runs:
+        _cleanup_runs(runs, config, dry_run, rehearse)
+    _delete_orphan_pools(config, dry_run, rehearse)
+
+
+def _delete_orphan_pools(config: Path | None, dry_run: bool, rehearse: Path | None) -> None:
+    from dataclasses import replace
+
+    from tpu_trainer.app.teardown import orphan_tool_pools
+    from tpu_trainer.cli.services_cli import build
+    from tpu_trainer.infra.runner import DryRunRunner
+
+    setup = build(config, rehearse)
+    svc = setup.services
+    if dry_run:
+        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    cfg = setup.config
+    pools = svc.gcloud.node_pools(cfg.cluster_name, cfg.region)
+    orphans = orphan_tool_pools(svc.store, [p.name for p in pools])
+    for name in orphans:
+        result = svc.gcloud.delete_node_pool(cfg.cluster_name, cfg.region, name)
+        typer.echo(f"{'deleted' if result.ok else 'could not delete'} orphan node pool {name}")
+    if not orphans:
+        typer.echo("no orphan node pools")
 
 
 def _cleanup_runs(
