@@ -44,26 +44,10 @@ def read_recipe_file(ref: RecipeRef) -> str:
         ) from None
 
 
-def load(request: Request) -> tuple[RecipeRef, Config]:
-    config = load_config(request.config_path, require=request.require_config) or EMPTY
-    ref = resolve(request.text, config.tpu_recipes_path, request.filters)
-    return ref, config
-
-
 def plan_request(request: Request, opts: PlanOptions) -> Plan:
-    """Everything ``plan`` shows, computed from files only."""
-    ref, config = load(request)
-    recipe = parse_recipe(read_recipe_file(ref), str(ref.script))
-    return build_plan(
-        model=ref.model,
-        recipe_script=ref.script,
-        output_folder=ref.folder,
-        model_dir=ref.model_dir,
-        folder=ref.parsed,
-        recipe=recipe,
-        config=config,
-        opts=opts,
-    )
+    """Everything ``plan`` shows, computed from files only (the configuration found as usual)."""
+    config = load_config(request.config_path, require=request.require_config) or EMPTY
+    return plan_with_config(request, config, opts)
 
 
 def plan_with_config(request: Request, config: Config, opts: PlanOptions) -> Plan:
