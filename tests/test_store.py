@@ -129,3 +129,35 @@ def test_store_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert len(store.commands("a1b2c3d4")) == 160
+
+
+def test_store_migrates_an_old_schema_in_place(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for statement in MIGRATIONS[0].split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.execute("INSERT INTO schema_version VALUES (1)")
+    db.execute(
+        "INSERT INTO runs (id, created_at, updated_at, model, request, launcher, device_type, "
+        "precision, status) VALUES ('old', 0, 0, 'm', 'r', 'xpk', 'tpu7x-8', 'bf16', 'succeeded')"
+    )
+    db.commit()
+    db.close()
+    store = _store(tmp_path)
+    assert store.schema_version == len(MIGRATIONS)
+    assert store.run("old") is not None
+    store.record_steps("old", [{"step": 0, "seconds": 1.5, "loss": 10.9, "perplexity": 5.0}])
+    assert store.steps("old") == [
+        {
+            "step": 0,
+            "seconds": 1.5,
+            "tflops_device": None,
+            "tokens_device": None,
+            "total_weights": None,
+            "loss": 10.9,
+            "perplexity": 5.0,
+        }
+    ]
+    store.set_metrics("old", {"steady_step_seconds": 1.5})
+    assert store.metrics("old") == {"steady_step_seconds": 1.5}

@@ -359,6 +359,40 @@ class RunStore:
             for r in rows
         ]
 
+    # ---- steps and metrics ------------------------------------------------------------------
+    def record_steps(self, run_id: str, steps: Sequence[dict[str, Any]]) -> None:
+        """Store step records (``step``, ``seconds``, ``tflops_device``, ``tokens_device``,
+        ``total_weights``, ``loss``, anything else into ``extra``); a step seen again replaces
+        the earlier record."""
+        known = ("step", "seconds", "tflops_device", "tokens_device", "total_weights", "loss")
+        with self._tx() as db:
+            for rec in steps:
+                extra = {k: v for k, v in rec.items() if k not in known}
+                db.execute(
+                    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?)",
+                    (run_id, *(rec.get(k) for k in known), json.dumps(extra)),
+                )
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT step, seconds, tflops_device, tokens_device, total_weights, loss, extra "
+            "FROM steps WHERE run_id = ? ORDER BY step",
+            (run_id,),
+        ).fetchall()
+        keys = ("step", "seconds", "tflops_device", "tokens_device", "total_weights", "loss")
+        return [{**dict(zip(keys, r[:6], strict=True)), **json.loads(r[6] or "{}")} for r in rows]
+
+    def set_metrics(self, run_id: str, metrics: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET metrics_json = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(metrics), time.time(), run_id),
+            )
+
+    def metrics(self, run_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT metrics_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
     # ---- capacity attempts -----------------------------------------------------------------
     def record_attempt(
         self,

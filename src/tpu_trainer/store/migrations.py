@@ -74,4 +74,19 @@ MIGRATIONS: tuple[str, ...] = (
         message TEXT
     );
     """,
+    # 2: per-step metrics of a run, and its summary
+    """
+    CREATE TABLE steps (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        step INTEGER NOT NULL,
+        seconds REAL,
+        tflops_device REAL,
+        tokens_device REAL,
+        total_weights REAL,
+        loss REAL,
+        extra TEXT,
+        PRIMARY KEY (run_id, step)
+    );
+    ALTER TABLE runs ADD COLUMN metrics_json TEXT;
+    """,
 )
