@@ -224,3 +224,31 @@ def test_preflight_reports_then_fixes_kueue_and_policy(tmp_path: Path) -> None:
     ):
         assert status[name] == "pass", (name, again.stdout)
     assert status["node-pool"] == "fail"
+
+
+OOM_LOG = (
+    "I1122 04:27:31.120000 139872 max_utils.py:273] Num_devices: 128\n"
+    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: Ran out "
+    "of memory on HBM, the total memory required for HLO temporaries (151.15G) exceeds available "
+    "HBM (94.74G)\n"
+)
+
+
+def test_a_fatal_error_in_the_log_ends_the_run_at_once_and_tears_down(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, workloads={"log": OOM_LOG, "hang": True})
+    run, store = _run_in_process(tmp_path, scenario, "00c0ffee")
+    outcome = run.start()
+    assert outcome.status is RunStatus.FAILED
+    row = store.run("00c0ffee")
+    assert row is not None and row.error is not None
+    assert "151.15G" in row.error and "94.74G" in row.error
+    assert (tmp_path / "store" / "runs" / "00c0ffee" / "worker0.log").read_text().count("\n") == 2
+    state = _state(tmp_path)
+    assert sorted(state["node_pools"]) == ["default-pool"]
+    assert state["workloads"] == {}
+    waits = [
+        c
+        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
+        if c[:3] == ["xpk", "workload", "list"]
+    ]
+    assert waits == []

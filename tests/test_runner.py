@@ -83,3 +83,22 @@ def test_dry_run_records_mutations_and_runs_reads() -> None:
     created = dry.run(["gcloud", "beta", "container", "node-pools", "create", "np"])
     assert created.ok and not created.ran
     assert dry.recorded == [("gcloud", "beta", "container", "node-pools", "create", "np")]
+
+
+def test_runner_cancel_stops_the_command_with_130() -> None:
+    import threading
+
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def on_line(_: str, line: str) -> None:
+        seen.append(line)
+        cancel.set()
+
+    r = SubprocessRunner().run(
+        [sys.executable, "-u", "-c", "import time; print('go'); time.sleep(30)"],
+        on_line=on_line,
+        cancel=cancel,
+    )
+    assert r.code == 130
+    assert seen == ["go"]

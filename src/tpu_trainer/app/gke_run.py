@@ -45,6 +45,7 @@ class GkeRun:
     wait_timeout_s: int = 24 * 3600
     poll_seconds: float = 30.0
     run_id: str = field(default_factory=new_run_id)
+    log_lines: int = 0
 
     def start(self) -> RunOutcome:
         plan = self.plan_for_zone(None)
@@ -152,6 +153,27 @@ class GkeRun:
 
     def _follow(self, plan: Plan, zone: str) -> None:
         self._stage("follow")
+        from tpu_trainer.app.follow import Follower
+
+        follower = Follower(
+            self.svc.kubectl,
+            self.svc.runner,
+            self.svc.display,
+            plan.workload_name,
+            expected_pods=plan.slice.hosts * plan.num_slices,
+            log_path=self.log_path,
+            on_line=self.on_log_line,
+            poll_seconds=self.poll_seconds,
+            start_timeout_s=self.wait_timeout_s,
+        )
+        followed = follower.run()
+        if followed.fatal:
+            first = followed.fatal[0]
+            message = f"{first.title}: {first.excerpt} — fix: {first.fix}"
+            self._done("follow", "failed", message)
+            self.svc.store.finish_run(self.run_id, RunStatus.FAILED, message[:2000])
+            self.svc.display.warn(f"fatal error in the workload's log: {message}")
+            return
         argv = workload_wait_argv(
             workload=plan.workload_name,
             cluster=self.config.cluster_name,
@@ -171,3 +193,13 @@ class GkeRun:
             WaitOutcome.ERROR: f"xpk could not wait for the workload (exit {result.code})",
         }[verdict]
         self.svc.store.finish_run(self.run_id, RunStatus.FAILED, message)
+
+    @property
+    def log_path(self) -> Path:
+        """Worker 0's log, kept beside the run store."""
+        return self.svc.store.path.parent / "runs" / self.run_id / "worker0.log"
+
+    def on_log_line(self, line: str) -> None:
+        """Each line of worker 0's log as it arrives."""
+        if line:
+            self.log_lines += 1

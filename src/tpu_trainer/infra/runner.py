@@ -63,6 +63,7 @@ class CommandRunner(Protocol):
         on_line: LineSink | None = None,
         env: Mapping[str, str] | None = None,
         check: bool = False,
+        cancel: threading.Event | None = None,
     ) -> CommandResult: ...
 
 
@@ -84,7 +85,9 @@ class SubprocessRunner:
         on_line: LineSink | None = None,
         env: Mapping[str, str] | None = None,
         check: bool = False,
+        cancel: threading.Event | None = None,
     ) -> CommandResult:
+        """Run ``argv``; ``cancel``, when set by another thread, stops the command (exit 130)."""
         if isinstance(argv, str):  # a shell string is a programming error
             raise TypeError("argv must be a list of arguments, not a string")
         full_env = {**(self.env if self.env is not None else os.environ), **(env or {})}
@@ -105,7 +108,7 @@ class SubprocessRunner:
             if check:
                 raise CommandFailed(result, fix=f"install {argv[0]} and put it on PATH") from None
             return result
-        out, err = _collect(proc, on_line, timeout or self.default_timeout)
+        out, err = _collect(proc, on_line, timeout or self.default_timeout, cancel)
         code = proc.returncode if proc.returncode is not None else 124
         result = CommandResult(tuple(argv), code, out, err, time.monotonic() - started)
         self._record(result)
@@ -125,7 +128,10 @@ class SubprocessRunner:
 
 
 def _collect(
-    proc: subprocess.Popen[str], on_line: LineSink | None, timeout: float
+    proc: subprocess.Popen[str],
+    on_line: LineSink | None,
+    timeout: float,
+    cancel: threading.Event | None,
 ) -> tuple[str, str]:
     chunks: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
@@ -140,18 +146,27 @@ def _collect(
     threads = [threading.Thread(target=pump, args=(n,), daemon=True) for n in chunks]
     for t in threads:
         t.start()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    deadline = time.monotonic() + timeout
+    stopped = ""
+    while proc.poll() is None:
+        if cancel is not None and cancel.is_set():
+            stopped = "\n[tpu-trainer] stopped\n"
+            break
+        if time.monotonic() > deadline:
+            stopped = f"\n[tpu-trainer] timed out after {timeout:.0f} s\n"
+            break
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+    if stopped:
         _kill(proc)
         proc.wait()
-        chunks["stderr"].append(f"\n[tpu-trainer] timed out after {timeout:.0f} s\n")
-        for t in threads:
-            t.join(timeout=5)
-        proc.returncode = 124
-        return "".join(chunks["stdout"]), "".join(chunks["stderr"])
+        chunks["stderr"].append(stopped)
     for t in threads:
         t.join(timeout=5)
+    if stopped:
+        proc.returncode = 130 if "stopped" in stopped else 124
     return "".join(chunks["stdout"]), "".join(chunks["stderr"])
 
 
@@ -198,9 +213,12 @@ class DryRunRunner:
         on_line: LineSink | None = None,
         env: Mapping[str, str] | None = None,
         check: bool = False,
+        cancel: threading.Event | None = None,
     ) -> CommandResult:
         if is_read_only(argv):
-            return self.inner.run(argv, timeout=timeout, on_line=on_line, env=env, check=check)
+            return self.inner.run(
+                argv, timeout=timeout, on_line=on_line, env=env, check=check, cancel=cancel
+            )
         self.recorded.append(tuple(argv))
         if self.on_record is not None:
             self.on_record(tuple(argv))

@@ -120,6 +120,28 @@ class _Scan:
             self.first[i] = _match(self.signatures[i], number - back, text, m)
 
 
+class LiveScanner:
+    """Scans a log one line at a time as it arrives (a follower's view of :func:`diagnose`)."""
+
+    def __init__(self, signatures: Sequence[Signature] = SIGNATURES) -> None:
+        self._scan = _Scan(tuple(signatures))
+        self._number = 0
+
+    def feed(self, raw: str) -> None:
+        self._number += 1
+        self._scan.feed(self._number, clean_line(raw))
+
+    @property
+    def fatal(self) -> list[Match]:
+        """Fatal matches so far (cheap to ask: only recorded first matches are looked at)."""
+        if not any(m.severity == "fatal" for m in self._scan.first.values()):
+            return []
+        return [m for m in self._scan.result() if m.severity == "fatal"]
+
+    def result(self) -> list[Match]:
+        return self._scan.result()
+
+
 def has_fatal(matches: Iterable[Match]) -> bool:
     """True when any match means the run cannot succeed."""
     return any(m.severity == "fatal" for m in matches)

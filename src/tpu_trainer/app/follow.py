@@ -1,0 +1,128 @@
+"""Following a workload on GKE: wait for its pods, stream worker 0's log, watch for fatal errors.
+
+A fatal error in any log (out of memory, mesh, topology, StopIteration, a config error) ends
+the wait at once, so the run can be diagnosed and torn down within seconds instead of hours.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.runner import CommandRunner
+from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
+from tpu_trainer.plan.pods import JOBSET_LABEL, PodView, ordered, summarize
+
+LineHandler = Callable[[str], None]
+_OTHER_HOSTS_TAIL = 400
+
+
+@dataclass
+class FollowResult:
+    started: bool
+    """All pods got past Pending."""
+    stream_code: int | None
+    fatal: list[Match] = field(default_factory=list)
+    pods: list[PodView] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def failed_fast(self) -> bool:
+        return bool(self.fatal)
+
+
+@dataclass
+class Follower:
+    kubectl: Kubectl
+    runner: CommandRunner
+    display: Display
+    workload: str
+    expected_pods: int
+    log_path: Path
+    on_line: LineHandler
+    poll_seconds: float = 15.0
+    start_timeout_s: float = 6 * 3600.0
+
+    def run(self) -> FollowResult:
+        pods = self._wait_started()
+        if pods is None:
+            return FollowResult(False, None, message="pods did not start in time")
+        if not pods:
+            return FollowResult(False, None, message="the workload has no pods")
+        worker0 = pods[0]
+        self.display.info(f"following {worker0.name} (container {worker0.main_container})")
+        code, fatal = self._stream(worker0)
+        if not fatal:
+            fatal = self._scan_others(pods[1:])
+        return FollowResult(True, code, fatal, self._pods() or pods)
+
+    # ---- pods -------------------------------------------------------------------------
+    def _pods(self) -> list[PodView]:
+        return ordered(
+            self.kubectl.list_objects("pods", selector=f"{JOBSET_LABEL}={self.workload}")
+        )
+
+    def _wait_started(self) -> list[PodView] | None:
+        started = time.monotonic()
+        while time.monotonic() - started < self.start_timeout_s:
+            pods = self._pods()
+            summary = summarize(pods, self.expected_pods)
+            if summary.all_started or summary.finished:
+                self.display.info(summary.line())
+                return pods
+            self.display.waiting(
+                summary.line() if pods else "waiting for Kueue to admit the workload (no pods yet)",
+                time.monotonic() - started,
+            )
+            time.sleep(self.poll_seconds)
+        return None
+
+    # ---- logs -------------------------------------------------------------------------
+    def _stream(self, pod: PodView) -> tuple[int, list[Match]]:
+        """Stream worker 0's log into the log file and the handler; stop at a fatal error."""
+        cancel = threading.Event()
+        fatal: list[Match] = []
+        scanner = LiveScanner()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", encoding="utf-8") as log:
+
+            def handle(stream: str, line: str) -> None:
+                if stream != "stdout":
+                    return
+                log.write(line + "\n")
+                self.on_line(line)
+                scanner.feed(line)
+                found = scanner.fatal
+                if found and not fatal:
+                    fatal.extend(found)
+                    cancel.set()
+
+            argv = self.kubectl.logs_argv(pod.name, pod.main_container, follow=True)
+            result = self.runner.run(argv, on_line=handle, cancel=cancel, timeout=30 * 24 * 3600)
+        return result.code, fatal
+
+    def _scan_others(self, pods: list[PodView]) -> list[Match]:
+        """The last lines of every other host's log, read in parallel, checked for fatal errors."""
+        if not pods:
+            return []
+
+        def tail(pod: PodView) -> list[Match]:
+            argv = [
+                *self.kubectl.logs_argv(pod.name, pod.main_container),
+                f"--tail={_OTHER_HOSTS_TAIL}",
+            ]
+            result = self.runner.run(argv, timeout=300)
+            matches = diagnose(result.stdout.splitlines())
+            return [m for m in matches if m.severity == "fatal"] if has_fatal(matches) else []
+
+        with ThreadPoolExecutor(max_workers=min(8, len(pods))) as pool:
+            for found in pool.map(tail, pods):
+                if found:
+                    return found
+        return []
