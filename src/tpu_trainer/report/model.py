@@ -1,0 +1,99 @@
+"""What a training report is made of: one run's summary and its per-step metrics.
+
+These are plain inputs; the numbers are computed elsewhere (from the training log) and
+only checked here for the things that would corrupt a README (an unparseable date, a run id
+that cannot live inside an HTML comment or a file name).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import date as _date
+
+from tpu_trainer.errors import InputError
+
+_RUN_ID = re.compile(r"[A-Za-z0-9]+(?:[._:-][A-Za-z0-9]+)*")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRow:
+    """The metrics MaxText prints for one completed step, with the per-chip values added."""
+
+    step: int
+    seconds: float
+    tflops_device: float
+    tflops_chip: float
+    """TFLOP/s/device × 2 on TPU v7 (two TensorCores per chip)."""
+    tokens_chip: float
+    """Tokens/s/device × 2 on TPU v7."""
+    loss: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunReport:
+    """One finished training run, as it is recorded in the model's README."""
+
+    run_id: str
+    """Unique per run; embedded in the README so the same run is never added twice."""
+    date: str
+    """The day the run was made, YYYY-MM-DD."""
+    model: str
+    """The model folder name, e.g. ``deepseek3-671b``."""
+    config_name: str
+    """The recipe folder name, e.g. ``4k-bf16-tpu7x-4x4x8``."""
+    topology: str
+    device_type: str
+    precision: str
+    chips: int
+    steady_step_seconds: float
+    steady_tflops_device: float
+    steady_tflops_chip: float
+    steady_tokens_chip: float
+    steady_steps: tuple[int, ...]
+    """The steps averaged for the steady-state numbers (usually step 2 onwards)."""
+    loss_first: float
+    loss_last: float
+    final_loss: float
+    note: str = ""
+    steps: tuple[StepRow, ...] = ()
+    framework: str = "MaxText"
+    framework_version: str = ""
+    """A branch, tag or commit of the framework."""
+    jax_version: str = ""
+    libtpu_version: str = ""
+    xpk_version: str = ""
+    params: str | None = None
+    """Total parameter count as people write it, e.g. ``671B``."""
+    hardware: str = "TPU v7 (Ironwood)"
+
+    def __post_init__(self) -> None:
+        if not _RUN_ID.fullmatch(self.run_id):
+            raise InputError(
+                f"run id {self.run_id!r} cannot be recorded in a README",
+                fix="use letters, digits and single '.', '_', ':' or '-' between them",
+            )
+        if not _DATE.fullmatch(self.date) or not _is_date(self.date):
+            raise InputError(
+                f"run date {self.date!r} is not a date in the form YYYY-MM-DD",
+                fix="pass the day the run was made, e.g. 2026-11-22",
+            )
+        if not self.model.strip():
+            raise InputError("the report has no model name", fix="pass the model folder name")
+
+    @property
+    def loss_drop_percent(self) -> float | None:
+        """How much the loss fell from the first to the last step, in percent of the first."""
+        if self.loss_first == 0 or not math.isfinite(self.loss_first):
+            return None
+        return (self.loss_first - self.loss_last) / self.loss_first * 100.0
+
+
+def _is_date(text: str) -> bool:
+    try:
+        _date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
