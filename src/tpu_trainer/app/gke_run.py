@@ -34,6 +34,8 @@ class RunOutcome:
     attempts: list[Attempt] = field(default_factory=list)
     teardown: TeardownReport | None = None
     error: str | None = None
+    metrics: dict[str, object] | None = None
+    readme: Path | None = None
 
 
 @dataclass
@@ -46,6 +48,7 @@ class GkeRun:
     poll_seconds: float = 30.0
     run_id: str = field(default_factory=new_run_id)
     log_lines: int = 0
+    lang: str = "zh"
 
     def start(self) -> RunOutcome:
         plan = self.plan_for_zone(None)
@@ -127,6 +130,41 @@ class GkeRun:
 
         self._submit(plan, submit, made.zone, outcome)
         self._follow(plan, made.zone)
+        self._results(plan, outcome)
+
+    def _results(self, plan: Plan, outcome: RunOutcome) -> None:
+        """Metrics into the store, and (with a steady state) a section in the model's README."""
+        from datetime import date
+
+        from tpu_trainer.app.results import (
+            metrics_from_log,
+            report_to_json,
+            run_report,
+            store_metrics,
+            write_report,
+        )
+
+        if not self.log_path.exists():
+            return
+        self._stage("collect")
+        metrics = metrics_from_log(self.log_path, plan)
+        store_metrics(self.svc.store, self.run_id, metrics)
+        outcome.metrics = metrics.to_json()
+        self._done("collect", detail=f"{metrics.steps_completed} steps")
+        report = run_report(metrics, plan, self.run_id, date.today())
+        if report is None:
+            self.svc.display.info("no steady-state steps: nothing to add to the README")
+            return
+        self._stage("report")
+        self.svc.store.set_metrics(
+            self.run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
+        )
+        readme, plots, changed = write_report(report, plan.model_dir, self.lang)
+        outcome.readme = readme
+        self._done("report", detail=str(readme))
+        self.svc.display.info(
+            f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
+        )
 
     def _submit(self, plan: Plan, script: Path, zone: str, outcome: RunOutcome) -> None:
         self._stage("submit")

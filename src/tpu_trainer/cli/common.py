@@ -34,3 +34,11 @@ RequestArg = Annotated[
         "run_recipe.sh, or a model name looked up under tpu_recipes_path."
     ),
 ]
+RehearseOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--rehearse",
+        help="Run against a fake cloud described by this scenario file (docs/fake-cloud.md); "
+        "nothing reaches Google Cloud.",
+    ),
+]

@@ -9,7 +9,16 @@ import typer
 from rich.markup import escape
 
 from tpu_trainer import __version__
-from tpu_trainer.cli import config_cmd, diagnose_cmd, ops_cmd, plan_cmd, slice_cmd, train_cmd
+from tpu_trainer.cli import (
+    collect_cmd,
+    config_cmd,
+    diagnose_cmd,
+    history_cmd,
+    ops_cmd,
+    plan_cmd,
+    slice_cmd,
+    train_cmd,
+)
 from tpu_trainer.errors import TpuTrainerError
 
 app = typer.Typer(
@@ -30,6 +39,11 @@ app.command("cleanup")(ops_cmd.cleanup)
 app.command("gc")(ops_cmd.gc)
 app.command("runs")(ops_cmd.runs)
 app.command("diagnose")(diagnose_cmd.diagnose)
+app.command("collect")(collect_cmd.collect)
+app.command("show")(history_cmd.show)
+app.command("compare")(history_cmd.compare)
+app.command("report")(history_cmd.report)
+app.command("export")(history_cmd.export)
 
 _state = {"debug": False}
 

@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tpu_trainer.cli.common import ConfigOpt, JsonOpt, RequestArg
-from tpu_trainer.cli.train_cmd import RehearseOpt
+from tpu_trainer.cli.common import ConfigOpt, JsonOpt, RehearseOpt, RequestArg
 
 FixOpt = Annotated[bool, typer.Option("--fix", help="Apply the fixes of failed checks.")]
 DryRunOpt = Annotated[

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tpu_trainer.app.planning import Request, current_user, plan_request
-from tpu_trainer.app.resolve import Filters
 from tpu_trainer.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -20,7 +18,9 @@ from tpu_trainer.cli.common import (
     VariantOpt,
 )
 from tpu_trainer.errors import InputError
-from tpu_trainer.plan.plan import Plan, PlanOptions, ProfilerSettings
+
+if TYPE_CHECKING:
+    from tpu_trainer.plan.plan import Plan, PlanOptions
 
 SetOpt = Annotated[
     list[str] | None,
@@ -64,6 +64,9 @@ def _options(
     num_slices: int | None,
     zone: str | None,
 ) -> PlanOptions:
+    from tpu_trainer.app.planning import current_user
+    from tpu_trainer.plan.plan import PlanOptions, ProfilerSettings
+
     return PlanOptions(
         user=current_user(),
         now=datetime.now(),
@@ -96,6 +99,9 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what the tool would do for a recipe, offline: slice, names, values, files, commands."""
+    from tpu_trainer.app.planning import Request, plan_request
+    from tpu_trainer.app.resolve import Filters
+
     p = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config),
         _options(
@@ -133,6 +139,8 @@ def scripts(
 ) -> None:
     """Write setup_training_env.sh and submit_<model>.sh into the recipe folder."""
     from tpu_trainer.app.files import write_generated
+    from tpu_trainer.app.planning import Request, plan_request
+    from tpu_trainer.app.resolve import Filters
     from tpu_trainer.plan.scripts import render_setup, render_submit
 
     p: Plan = plan_request(

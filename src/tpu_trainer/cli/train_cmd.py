@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tpu_trainer.app.planning import Request, plan_with_config
-from tpu_trainer.app.resolve import Filters
 from tpu_trainer.cli import plan_cmd
 from tpu_trainer.cli.common import (
     ConfigOpt,
     PrecisionOpt,
+    RehearseOpt,
     RequestArg,
     SeqOpt,
     TopologyOpt,
     VariantOpt,
 )
-from tpu_trainer.plan.plan import Plan
 
-RehearseOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--rehearse",
-        help="Run the whole pipeline against a fake cloud described by this scenario file "
-        "(docs/fake-cloud.md); nothing reaches Google Cloud.",
-    ),
-]
 WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
 ]
@@ -52,10 +41,14 @@ def train(
     rehearse: RehearseOpt = None,
     wait_timeout: WaitOpt = 24 * 3600,
     poll: PollOpt = 30.0,
+    lang: Annotated[str, typer.Option("--lang", help="README headings: zh (seed) or en.")] = "zh",
 ) -> None:
     """Provision, submit, follow and always clean up one training run."""
     from tpu_trainer.app.gke_run import GkeRun
+    from tpu_trainer.app.planning import Request, plan_with_config
+    from tpu_trainer.app.resolve import Filters
     from tpu_trainer.cli.services_cli import build
+    from tpu_trainer.plan.plan import Plan
 
     setup = build(config, rehearse, fresh=True)
     options = plan_cmd._options(
@@ -74,6 +67,7 @@ def train(
         label,
         wait_timeout_s=wait_timeout,
         poll_seconds=poll,
+        lang=lang,
     )
     outcome = run.start()
     typer.echo(

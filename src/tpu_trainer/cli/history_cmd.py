@@ -1,0 +1,193 @@
+"""``tpu-trainer show``, ``compare``, ``report`` and ``export``: the run history."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from tpu_trainer.cli.common import JsonOpt
+from tpu_trainer.errors import InputError
+
+if TYPE_CHECKING:
+    from tpu_trainer.store.db import RunRow, RunStore
+
+RunArg = Annotated[str, typer.Argument(help="A run id (see `tpu-trainer runs`).")]
+_SUMMARY_KEYS = ("step_seconds", "tflops_per_device", "tflops_per_chip", "tokens_per_chip", "mfu")
+
+
+def _store() -> RunStore:
+    from tpu_trainer.cli.services_cli import open_store
+
+    return open_store()
+
+
+def _run(store: RunStore, run_id: str) -> RunRow:
+    row = store.run(run_id)
+    if row is None:
+        raise InputError(f"no run {run_id} in {store.path}", fix="see `tpu-trainer runs`")
+    return row
+
+
+def _summary(store: RunStore, row: RunRow) -> dict[str, Any]:
+    metrics = store.metrics(row.id) or {}
+    loss = metrics.get("loss") or {}
+    return {
+        "id": row.id,
+        "model": row.model,
+        "device_type": row.device_type,
+        "precision": row.precision,
+        "status": row.status.value,
+        "zone": row.zone,
+        "created": datetime.fromtimestamp(row.created_at).isoformat(timespec="seconds"),
+        **{k: metrics.get(k) for k in _SUMMARY_KEYS},
+        "steady_steps": metrics.get("steady_steps"),
+        "loss_first": loss.get("first"),
+        "loss_last": loss.get("last"),
+        "error": row.error,
+    }
+
+
+def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
+    """One run: stages and their times, resources, capacity attempts, steady-state figures."""
+    store = _store()
+    row = _run(store, run_id)
+    data = {
+        **_summary(store, row),
+        "stages": [
+            {"name": n, "status": s, "seconds": (f - b) if f else None, "detail": d}
+            for n, s, b, f, d in store.stages(run_id)
+        ],
+        "resources": [
+            {"kind": r.kind, "name": r.name, "state": r.state.value}
+            for r in store.resources(run_id)
+        ],
+        "attempts": store.attempts(run_id),
+        "commands": len(store.commands(run_id)),
+        "steps": store.steps(run_id),
+    }
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]run {row.id}[/]: {row.model} on {row.device_type} ({row.precision}), "
+        f"{row.status.value}" + (f" — {row.error}" if row.error else "")
+    )
+    for title, rows in (
+        ("stages", data["stages"]),
+        ("resources", data["resources"]),
+        ("capacity attempts", data["attempts"]),
+    ):
+        if not rows:
+            continue
+        table = Table(title=title)
+        for col in rows[0]:
+            table.add_column(col)
+        for item in rows:
+            table.add_row(
+                *(
+                    "" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))
+                    for v in item.values()
+                )
+            )
+        console.print(table)
+    figures = ", ".join(f"{k} {data[k]:.3f}" for k in _SUMMARY_KEYS if isinstance(data[k], float))
+    console.print(f"steady state (steps {data['steady_steps']}): {figures or 'none'}")
+
+
+def compare(
+    run_a: RunArg,
+    run_b: Annotated[str, typer.Argument(help="The run to compare against.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Ratios of two runs' steady states (e.g. fp8 against bf16)."""
+    from tpu_trainer.plan.metrics import compare_figures
+
+    store = _store()
+    a, b = _run(store, run_a), _run(store, run_b)
+    ma, mb = store.metrics(a.id), store.metrics(b.id)
+    if not ma or not mb:
+        missing = a.id if not ma else b.id
+        raise InputError(f"run {missing} has no metrics", fix="compare runs that reached training")
+    c = compare_figures(ma, mb)
+    data: dict[str, Any] = {
+        "a": _summary(store, a),
+        "b": _summary(store, b),
+        "step_time_ratio": c.step_time_ratio,
+        "speedup_percent": c.speedup_percent,
+        "tflops_per_chip_ratio": c.tflops_per_chip_ratio,
+        "tokens_per_chip_ratio": c.tokens_per_chip_ratio,
+    }
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    for label, row in (("a", a), ("b", b)):
+        s = data[label]
+        typer.echo(
+            f"{label}: {row.id} {row.model} {row.device_type} {row.precision}: "
+            f"{_fmt(s['step_seconds'])} s/step, {_fmt(s['tflops_per_chip'])} TFLOP/s/chip"
+        )
+    typer.echo(
+        f"step time a/b = {_fmt(c.step_time_ratio)}; a is {_fmt(c.speedup_percent)} % "
+        f"faster; TFLOP/s/chip a/b = {_fmt(c.tflops_per_chip_ratio)}"
+    )
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else "—"
+
+
+def report(
+    run_id: RunArg,
+    lang: Annotated[str, typer.Option("--lang", help="zh (the seed's headings) or en.")] = "zh",
+) -> None:
+    """Write (again) a run's section into its model's README; a run is never added twice."""
+    from tpu_trainer.app.results import report_from_json, write_report
+
+    store = _store()
+    row = _run(store, run_id)
+    stored = (store.metrics(row.id) or {}).get("report")
+    if not stored:
+        raise InputError(
+            f"run {row.id} has no report (no steady-state steps were recorded)",
+            fix="`tpu-trainer show RUN` shows how far it got",
+        )
+    report_, model_dir = report_from_json(stored)
+    readme, plots, changed = write_report(report_, model_dir, lang)
+    typer.echo(
+        f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
+    )
+
+
+def export(
+    fmt: Annotated[str, typer.Option("--format", help="csv or json.")] = "csv",
+    output: Annotated[Path | None, typer.Option("--output", help="File (default: stdout).")] = None,
+) -> None:
+    """Every run with its steady-state figures, as CSV or JSON."""
+    if fmt not in ("csv", "json"):
+        raise InputError(f"--format {fmt}: unknown", fix="use --format csv or --format json")
+    store = _store()
+    rows = [_summary(store, r) for r in store.runs(limit=1_000_000)]
+    if fmt == "json":
+        text = json.dumps(rows, indent=2, default=str) + "\n"
+    else:
+        buf = io.StringIO()
+        keys = list(rows[0]) if rows else ["id"]
+        writer = csv.DictWriter(buf, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+        text = buf.getvalue()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {len(rows)} runs to {output}")

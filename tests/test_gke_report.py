@@ -1,0 +1,147 @@
+"""A full rehearsed run leaves a README section, plots and a stored run; two runs compare."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conftest import RECIPES, RECIPES_ROOT
+from tpu_trainer.infra.tool_env import xpk_python
+
+RECIPE = RECIPES["tee-upload"]  # mixtral-moe, 4k-fp8-tpu7x-4x4x4
+
+
+def _log(step_seconds: float, tflops: float, steps: int = 10) -> str:
+    lines = ["I1122 04:27:31.120000 139872 max_utils.py:273] Num_devices: 128"]
+    for n in range(steps):
+        seconds = 120.0 if n == 0 else step_seconds
+        tokens = 4096 * 4 / seconds
+        loss = 10.9 - 0.5 * n
+        lines.append(
+            f"I1122 04:{29 + n // 60:02d}:{n % 60:02d}.380500 139872 metric_logger.py:265] "
+            f"completed step: {n}, seconds: {seconds:.3f}, TFLOP/s/device: "
+            f"{(tflops if n else tflops / 40):.3f}, Tokens/s/device: {tokens:.3f}, "
+            f"total_weights: {(4096 * 4 * 128)}, loss: {loss:.3f}, lm_loss: {loss:.3f}, "
+            f"perplexity: 100.0"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _scenario(tmp_path: Path, name: str, log: str) -> Path:
+    data: dict[str, Any] = {
+        "project": "demo-project",
+        "region": "us-central1",
+        "cluster": {"name": "demo-cluster"},
+        "node_pools": [
+            {
+                "name": "default-pool",
+                "machine_type": "e2-standard-8",
+                "node_count": 3,
+                "zone": "us-central1-ai1a",
+            }
+        ],
+        "reservations": [{"name": "res-a", "zone": "us-central1-ai1a", "host_count": 32}],
+        "workloads": {"log": log},
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "TPU_TRAINER_CONFIG": "",
+        "TPU_TRAINER_HOME": str(tmp_path / "store"),
+        "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
+        "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
+        "COLUMNS": "200",
+    }
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _run_id(stdout: str) -> str:
+    return next(
+        line.split()[1].rstrip(":") for line in stdout.splitlines() if line.startswith("run ")
+    )
+
+
+def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    fp8 = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, fp8)
+    bf16 = fp8.parent / "4k-bf16-tpu7x-4x4x4"
+    shutil.copytree(fp8, bf16)
+    model_dir = fp8.parent
+    readme = model_dir / "README.md"
+    readme.write_text("# mixtral-moe 训练测试记录\n\nNotes written by hand stay here.\n")
+
+    first = _cli(
+        env,
+        "train",
+        str(fp8),
+        "--rehearse",
+        str(_scenario(tmp_path, "fp8", _log(2.2, 730.0))),
+        "--poll",
+        "0.05",
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = _cli(
+        env,
+        "train",
+        str(bf16),
+        "--rehearse",
+        str(_scenario(tmp_path, "bf16", _log(2.75, 600.0))),
+        "--poll",
+        "0.05",
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    a, b = _run_id(first.stdout), _run_id(second.stdout)
+
+    text = readme.read_text()
+    assert text.startswith("# mixtral-moe 训练测试记录\n\nNotes written by hand stay here.\n")
+    assert text.count(f"<!-- tpu-trainer run {a} -->") >= 1
+    assert text.count(f"<!-- tpu-trainer run {b} -->") >= 1
+    assert "| 730.0 | 1460.0 |" in text  # TFLOP/s per device, and x 2 per chip on TPU v7
+    assert len(list(model_dir.glob(f"mixtral-moe-{a}-*.png"))) == 3
+
+    shown = json.loads(_cli(env, "show", a, "--json").stdout)
+    assert shown["precision"] == "fp8"
+    assert shown["steady_steps"] == [2, 3, 4, 8, 9]  # step 0-1 warm-up, 5-7 profiler window
+    assert abs(shown["tflops_per_chip"] - 1460.0) < 1e-6
+    assert len(shown["steps"]) == 10
+
+    compared = json.loads(_cli(env, "compare", a, b, "--json").stdout)
+    assert abs(compared["step_time_ratio"] - 2.2 / 2.75) < 1e-6
+    assert abs(compared["speedup_percent"] - 25.0) < 1e-6
+    human = _cli(env, "compare", a, b).stdout
+    assert "25.000 % faster" in human
+
+    again = _cli(env, "report", a)
+    assert again.returncode == 0
+    assert "already has this run" in again.stdout
+    assert readme.read_text() == text
+
+    exported = _cli(env, "export", "--format", "csv").stdout.splitlines()
+    assert exported[0].startswith("id,model,device_type")
+    assert len(exported) == 3
