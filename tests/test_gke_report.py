@@ -117,6 +117,8 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
     )
     assert second.returncode == 0, second.stderr[-3000:]
     a, b = _run_id(first.stdout), _run_id(second.stdout)
+    assert "step 9: 2.20 s, loss 6.400" in first.stderr
+    assert "pods ready" in first.stderr
 
     text = readme.read_text()
     assert text.startswith("# mixtral-moe 训练测试记录\n\nNotes written by hand stay here.\n")

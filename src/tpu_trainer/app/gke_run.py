@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ class GkeRun:
     poll_seconds: float = 30.0
     run_id: str = field(default_factory=new_run_id)
     log_lines: int = 0
+    _step_times: list[float] = field(default_factory=list)
     lang: str = "zh"
 
     def start(self) -> RunOutcome:
@@ -238,6 +240,22 @@ class GkeRun:
         return self.svc.store.path.parent / "runs" / self.run_id / "worker0.log"
 
     def on_log_line(self, line: str) -> None:
-        """Each line of worker 0's log as it arrives."""
-        if line:
-            self.log_lines += 1
+        """Each line of worker 0's log as it arrives: show each completed step."""
+        from tpu_trainer.frameworks.maxtext_log import StepRecord, parse_line
+
+        if not line:
+            return
+        self.log_lines += 1
+        event = parse_line(line)
+        if isinstance(event, StepRecord):
+            now = time.monotonic()
+            self._step_times.append(now)
+            recent = self._step_times[-6:]
+            rate = (
+                (len(recent) - 1) / (recent[-1] - recent[0])
+                if len(recent) > 1 and recent[-1] > recent[0]
+                else None
+            )
+            loss = f", loss {event.loss:.3f}" if event.loss is not None else ""
+            pace = f", {rate:.2f} steps/s" if rate else ""
+            self.svc.display.info(f"step {event.step}: {event.seconds:.2f} s{loss}{pace}")
