@@ -77,3 +77,21 @@ def fake_bin(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     return bin_dir
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """An environment for running tpu-trainer in a test: its own home, store and rehearsal
+    folder, no configuration, and xpk's venv found as it is outside the test."""
+    from tpu_trainer.infra.tool_env import xpk_python
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "TPU_TRAINER_CONFIG": "",
+        "TPU_TRAINER_HOME": str(tmp_path / "store"),
+        "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
+        "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
+        "COLUMNS": "200",
+    }

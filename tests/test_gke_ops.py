@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import RECIPES, RECIPES_ROOT
+from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.gke_run import GkeRun
 from tpu_trainer.app.planning import Request, plan_with_config
@@ -22,7 +21,6 @@ from tpu_trainer.app.provision import CapacityError
 from tpu_trainer.app.services import recording_services
 from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
-from tpu_trainer.infra.tool_env import xpk_python
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import RunStatus, RunStore
 
@@ -62,17 +60,7 @@ def _scenario(tmp_path: Path, **extra: Any) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return {
-        **os.environ,
-        "HOME": str(home),
-        "TPU_TRAINER_CONFIG": "",
-        "TPU_TRAINER_HOME": str(tmp_path / "store"),
-        "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
-        "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
-        "COLUMNS": "200",
-    }
+    return cli_env(tmp_path)
 
 
 def _run_in_process(tmp_path: Path, scenario: Path, run_id: str) -> tuple[GkeRun, RunStore]:

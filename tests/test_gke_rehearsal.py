@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import signal
@@ -15,26 +14,15 @@ from typing import Any
 
 import pytest
 
-from conftest import GOLDEN, RECIPES, RECIPES_ROOT
+from conftest import GOLDEN, RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
-from tpu_trainer.infra.tool_env import xpk_python
 
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "scenarios"
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4: 16 hosts, multi-host, needs a workload policy
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return {
-        **os.environ,
-        "HOME": str(home),
-        "TPU_TRAINER_CONFIG": "",
-        "TPU_TRAINER_HOME": str(tmp_path / "store"),
-        "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
-        "COLUMNS": "200",
-        "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
-    }
+    return cli_env(tmp_path)
 
 
 def _recipe(tmp_path: Path) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,8 +11,7 @@ from typing import Any
 
 import yaml
 
-from conftest import RECIPES, RECIPES_ROOT
-from tpu_trainer.infra.tool_env import xpk_python
+from conftest import RECIPES, RECIPES_ROOT, cli_env
 
 RECIPE = RECIPES["tee-upload"]  # mixtral-moe, 4k-fp8-tpu7x-4x4x4
 
@@ -56,17 +54,7 @@ def _scenario(tmp_path: Path, name: str, log: str) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return {
-        **os.environ,
-        "HOME": str(home),
-        "TPU_TRAINER_CONFIG": "",
-        "TPU_TRAINER_HOME": str(tmp_path / "store"),
-        "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
-        "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
-        "COLUMNS": "200",
-    }
+    return cli_env(tmp_path)
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import gzip
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
 from tpu_trainer.cli.common import JsonOpt
+from tpu_trainer.cli.log_input import open_log
 from tpu_trainer.errors import InputError
 
 if TYPE_CHECKING:
@@ -110,32 +108,10 @@ def _precision(text: str) -> Precision:
         ) from None
 
 
-@contextmanager
-def _open_log(log: str) -> Iterator[TextIO]:
-    """Standard input for ``-``, else the file (gzip-compressed when it ends in ``.gz``)."""
-    if log == "-":
-        yield sys.stdin
-        return
-    path = Path(log).expanduser()
-    if not path.is_file():
-        what = "is a directory, not a log file" if path.is_dir() else "does not exist"
-        raise InputError(
-            f"{log} {what}",
-            fix="Give the path of a saved MaxText log, or - to read standard input, e.g. "
-            "`kubectl logs <pod> | tpu-trainer collect - --slice tpu7x-4x4x8`.",
-        )
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as gz:
-                yield gz
-        else:
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                yield fh
-    except OSError as e:
-        raise InputError(
-            f"cannot read {log}: {e.strerror or e}",
-            fix="Check the file's permissions, or pipe it in: `cat <log> | tpu-trainer collect -`.",
-        ) from None
+def _open_log(log: str) -> AbstractContextManager[TextIO]:
+    return open_log(
+        log, "collect", "kubectl logs <pod> | tpu-trainer collect - --slice tpu7x-4x4x8"
+    )
 
 
 # ---- display ---------------------------------------------------------------------------------

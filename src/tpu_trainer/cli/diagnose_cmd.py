@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import gzip
-import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
 from tpu_trainer.cli.common import JsonOpt
-from tpu_trainer.errors import InputError
+from tpu_trainer.cli.log_input import open_log
 
 if TYPE_CHECKING:
     from tpu_trainer.plan.diagnose import Match
@@ -59,32 +56,8 @@ class _LineCounter:
             yield line
 
 
-@contextmanager
-def _open_log(log: str) -> Iterator[TextIO]:
-    """Standard input for ``-``, else the file (gzip-compressed when it ends in ``.gz``)."""
-    if log == "-":
-        yield sys.stdin
-        return
-    path = Path(log).expanduser()
-    if not path.is_file():
-        what = "is a directory, not a log file" if path.is_dir() else "does not exist"
-        raise InputError(
-            f"{log} {what}",
-            fix="Give the path of a saved log, or - to read standard input, e.g. "
-            "`kubectl logs <pod> -c jax-tpu-1 | tpu-trainer diagnose -`.",
-        )
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as gz:
-                yield gz
-        else:
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                yield fh
-    except OSError as e:
-        raise InputError(
-            f"cannot read {log}: {e.strerror or e}",
-            fix="Check the file's permissions, or pipe it in: `cat <log> | tpu-trainer diagnose -`.",
-        ) from None
+def _open_log(log: str) -> AbstractContextManager[TextIO]:
+    return open_log(log, "diagnose", "kubectl logs <pod> -c jax-tpu-1 | tpu-trainer diagnose -")
 
 
 def _show(matches: list[Match], lines_seen: int, log: str) -> None:
