@@ -135,3 +135,64 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
     exported = _cli(env, "export", "--format", "csv").stdout.splitlines()
     assert exported[0].startswith("id,model,device_type")
     assert len(exported) == 3
+
+
+def test_resume_follows_a_crashed_run_to_the_end(tmp_path: Path) -> None:
+    import signal
+    import sqlite3
+    import time
+
+    env = _env(tmp_path)
+    recipe = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
+    data = yaml.safe_load(_scenario(tmp_path, "s", _log(2.2, 730.0)).read_text())
+    data["workloads"]["pending_polls"] = 25
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpu_trainer",
+            "train",
+            str(recipe),
+            "--rehearse",
+            str(scenario),
+            "--poll",
+            "0.05",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    db = tmp_path / "store" / "runs.db"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                if (
+                    sqlite3.connect(db)
+                    .execute("SELECT 1 FROM stages WHERE name='follow'")
+                    .fetchone()
+                ):
+                    break
+            except sqlite3.OperationalError:
+                pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    run_id = sqlite3.connect(db).execute("SELECT id FROM runs").fetchone()[0]
+
+    resumed = _cli(env, "resume", run_id, "--rehearse", str(scenario), "--poll", "0.05")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"run {run_id}: succeeded" in resumed.stdout
+    assert f"<!-- tpu-trainer run {run_id} -->" in (recipe.parent / "README.md").read_text()
+    shown = json.loads(_cli(env, "show", run_id, "--json").stdout)
+    assert shown["status"] == "succeeded"
+    assert {r["state"] for r in shown["resources"]} <= {"deleted", "absent"}
+    again = _cli(env, "resume", run_id, "--rehearse", str(scenario))
+    assert again.returncode == 2
+    assert "nothing to follow" in again.stderr

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.app import kueue_setup
@@ -13,13 +15,13 @@ from tpu_trainer.app.provision import Attempt, Provisioner
 from tpu_trainer.app.services import Services, new_run_id
 from tpu_trainer.app.teardown import Teardown, TeardownReport, teardown_always
 from tpu_trainer.config.model import Config
-from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.infra.runner import CommandFailed
 from tpu_trainer.infra.xpk import WaitOutcome, wait_outcome, workload_wait_argv
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.plan_json import plan_json
 from tpu_trainer.plan.scripts import render_setup, render_submit
-from tpu_trainer.store.db import ResourceState, RunStatus
+from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStatus
 
 PlanForZone = Callable[[str | None], Plan]
 """Rebuilds the plan for the zone the node pool ended up in."""
@@ -71,10 +73,54 @@ class GkeRun:
         self.svc.current.run_id = self.run_id
         self.svc.display.info(f"run {self.run_id}: {plan.model} on {plan.slice} x{plan.num_slices}")
         outcome = RunOutcome(self.run_id, RunStatus.RUNNING)
+        return self._guarded(outcome, lambda: self._body(plan, outcome))
+
+    def resume(self) -> RunOutcome:
+        """Pick up a run whose process died after submitting: follow its workload again, then
+        collect, report and tear down as usual. Earlier stages are not replayed."""
+        store = self.svc.store
+        row = store.run(self.run_id)
+        if row is None:
+            raise InputError(f"no run {self.run_id}", fix="see `tpu-trainer runs`")
+        if row.process_alive():
+            raise InputError(
+                f"run {self.run_id} is still running (pid {row.pid})", fix="it needs no resuming"
+            )
+        workload = next(
+            (r for r in store.resources(self.run_id, states=LIVE_STATES) if r.kind == "workload"),
+            None,
+        )
+        if workload is None or not row.zone:
+            raise InputError(
+                f"run {self.run_id} never submitted a workload, so there is nothing to follow",
+                fix=f"`tpu-trainer cleanup {self.run_id}`, then train again",
+            )
+        store.update_run(
+            self.run_id,
+            status=RunStatus.RUNNING,
+            error=None,
+            finished_at=None,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
+        self.svc.current.run_id = self.run_id
+        plan = replace(self.plan_for_zone(row.zone), workload_name=workload.name)
+        self.svc.display.info(f"resuming run {self.run_id}: following {workload.name}")
+        outcome = RunOutcome(self.run_id, RunStatus.RUNNING, zone=row.zone, workload=workload.name)
+
+        def body() -> None:
+            self._follow(plan, row.zone or "")
+            self._results(plan, outcome)
+
+        return self._guarded(outcome, body)
+
+    def _guarded(self, outcome: RunOutcome, body: Callable[[], None]) -> RunOutcome:
+        """Run ``body`` with teardown guaranteed; the outcome carries the stored final status."""
+        store = self.svc.store
         teardown = Teardown(store, self.svc.gcloud, self.svc.xpk, self.svc.display)
         try:
             with teardown_always(store, self.run_id, teardown):
-                self._body(plan, outcome)
+                body()
         except TpuTrainerError as e:
             outcome.error = e.message
             raise

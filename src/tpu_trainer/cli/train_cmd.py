@@ -76,3 +76,50 @@ def train(
     )
     if outcome.status.value != "succeeded":
         raise typer.Exit(1)
+
+
+def resume(
+    run_id: Annotated[str, typer.Argument(help="A run whose process died after submitting.")],
+    config: ConfigOpt = None,
+    rehearse: RehearseOpt = None,
+    wait_timeout: WaitOpt = 24 * 3600,
+    poll: PollOpt = 30.0,
+    lang: Annotated[str, typer.Option("--lang", help="README headings: zh (seed) or en.")] = "zh",
+) -> None:
+    """Follow a crashed run's workload again, then collect, report and clean up as usual."""
+    from datetime import datetime
+
+    from tpu_trainer.app.gke_run import GkeRun
+    from tpu_trainer.app.planning import Request, current_user, plan_with_config
+    from tpu_trainer.cli.services_cli import build
+    from tpu_trainer.errors import InputError
+    from tpu_trainer.plan.plan import Plan, PlanOptions
+
+    setup = build(config, rehearse)
+    row = setup.services.store.run(run_id)
+    stored = setup.services.store.plan_of(run_id) if row else None
+    if row is None or not stored:
+        raise InputError(f"no run {run_id} with a stored plan", fix="see `tpu-trainer runs`")
+    recipe = str(stored["recipe"])
+
+    def plan_for_zone(zone: str | None) -> Plan:
+        opts = PlanOptions(user=current_user(), now=datetime.now(), zone=zone)
+        return plan_with_config(Request(recipe), setup.config, opts)
+
+    run = GkeRun(
+        setup.services,
+        setup.config,
+        plan_for_zone,
+        row.request,
+        wait_timeout_s=wait_timeout,
+        poll_seconds=poll,
+        lang=lang,
+        run_id=run_id,
+    )
+    outcome = run.resume()
+    typer.echo(
+        f"run {outcome.run_id}: {outcome.status.value}"
+        + (f" ({outcome.error})" if outcome.error else "")
+    )
+    if outcome.status.value != "succeeded":
+        raise typer.Exit(1)

@@ -227,6 +227,11 @@ class RunStore:
         ).fetchone()
         return _run_row(row) if row else None
 
+    def plan_of(self, run_id: str) -> dict[str, Any] | None:
+        """The plan JSON stored when the run started."""
+        row = self._db.execute("SELECT plan_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
     def runs(self, limit: int = 100) -> list[RunRow]:
         rows = self._db.execute(
             f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT ?",  # noqa: S608
