@@ -240,3 +240,21 @@ def test_a_fatal_error_in_the_log_ends_the_run_at_once_and_tears_down(tmp_path: 
         if c[:3] == ["xpk", "workload", "list"]
     ]
     assert waits == []
+
+
+def test_a_fatal_error_on_another_host_stops_the_follow(tmp_path: Path) -> None:
+    scenario = _scenario(
+        tmp_path,
+        workloads={
+            "hang": True,
+            "other_hosts_log": "StopIteration\n"
+            "Traceback: the data ran out after 7 steps (StopIteration)\n",
+        },
+    )
+    run, store = _run_in_process(tmp_path, scenario, "0ddba11a")
+    outcome = run.start()
+    assert outcome.status is RunStatus.FAILED
+    row = store.run("0ddba11a")
+    assert row is not None and row.error is not None
+    assert "StopIteration" in row.error
+    assert sorted(_state(tmp_path)["node_pools"]) == ["default-pool"]

@@ -77,16 +77,25 @@ class Follower:
                 self.display.info(summary.line())
                 return pods
             self.display.waiting(
-                summary.line() if pods else "waiting for Kueue to admit the workload (no pods yet)",
-                time.monotonic() - started,
+                summary.line() if pods else self._not_admitted(), time.monotonic() - started
             )
             time.sleep(self.poll_seconds)
         return None
+
+    def _not_admitted(self) -> str:
+        """Why there are no pods yet: Kueue keeps the JobSet suspended (with its reason)."""
+        jobset = self.kubectl.get("jobset", self.workload)
+        for cond in ((jobset or {}).get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Suspended" and cond.get("status") == "True":
+                reason = cond.get("message") or cond.get("reason") or "no reason given"
+                return f"Kueue has not admitted {self.workload}: {reason}"
+        return f"waiting for Kueue to admit {self.workload} (no pods yet)"
 
     # ---- logs -------------------------------------------------------------------------
     def _stream(self, pod: PodView) -> tuple[int, list[Match]]:
         """Stream worker 0's log into the log file and the handler; stop at a fatal error."""
         cancel = threading.Event()
+        done = threading.Event()
         fatal: list[Match] = []
         scanner = LiveScanner()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,8 +113,31 @@ class Follower:
                     cancel.set()
 
             argv = self.kubectl.logs_argv(pod.name, pod.main_container, follow=True)
-            result = self.runner.run(argv, on_line=handle, cancel=cancel, timeout=30 * 24 * 3600)
+            watcher = threading.Thread(
+                target=self._watch_others, args=(cancel, done, fatal), daemon=True
+            )
+            watcher.start()
+            try:
+                result = self.runner.run(
+                    argv, on_line=handle, cancel=cancel, timeout=30 * 24 * 3600
+                )
+            finally:
+                done.set()
+                watcher.join(timeout=5)
         return result.code, fatal
+
+    def _watch_others(
+        self, cancel: threading.Event, done: threading.Event, fatal: list[Match]
+    ) -> None:
+        """While worker 0 streams, look at the other hosts now and then: a fatal error on any
+        host stops the follow."""
+        others = self._pods()[1:]
+        while others and not done.wait(self.poll_seconds * 4):
+            found = self._scan_others(others)
+            if found and not fatal:
+                fatal.extend(found)
+                cancel.set()
+                return
 
     def _scan_others(self, pods: list[PodView]) -> list[Match]:
         """The last lines of every other host's log, read in parallel, checked for fatal errors."""

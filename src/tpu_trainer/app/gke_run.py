@@ -52,6 +52,7 @@ class GkeRun:
     run_id: str = field(default_factory=new_run_id)
     log_lines: int = 0
     _step_times: list[float] = field(default_factory=list)
+    _started: float = field(default_factory=time.monotonic)
     lang: str = "zh"
 
     def start(self) -> RunOutcome:
@@ -131,7 +132,8 @@ class GkeRun:
 
     def _stage(self, name: str) -> None:
         self.svc.store.stage_started(self.run_id, name)
-        self.svc.display.info(f"[{name}]")
+        minutes, seconds = divmod(int(time.monotonic() - self._started), 60)
+        self.svc.display.info(f"[{name}] {minutes}m{seconds:02d}s")
 
     def _done(self, name: str, status: str = "ok", detail: str = "") -> None:
         self.svc.store.stage_finished(self.run_id, name, status, detail)

@@ -109,6 +109,8 @@ class WorkloadSpec:
     running_polls: int = 1
     hang: bool = False
     """True: the workload never finishes (waiting ends in a timeout, exit 124)."""
+    other_hosts_log: str | None = None
+    """What the other hosts print (default: one line saying worker 0 logs the metrics)."""
     parallel_containers: bool | None = None
     """Containers per pod: None follows seed 001 (``jax-tpu`` on one host, ``jax-tpu-1`` and
     ``jax-tpu-2`` on multi-host slices); True/False force two/one for TPU v7 4-chip hosts."""
@@ -240,6 +242,7 @@ def _workloads(node: _Node | None, base: Path | None) -> WorkloadSpec:
         "running_polls",
         "hang",
         "parallel_containers",
+        "other_hosts_log",
     )
     log = node.data.get("log", DEFAULT_LOG)
     if node.data.get("log_file") is not None:
@@ -263,7 +266,15 @@ def _workloads(node: _Node | None, base: Path | None) -> WorkloadSpec:
         running_polls=node.number("running_polls", 1),
         hang=node.flag("hang"),
         parallel_containers=parallel,
+        other_hosts_log=_optional_text(node, "other_hosts_log"),
     )
+
+
+def _optional_text(node: _Node, key: str) -> str | None:
+    value = node.data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise node.error(key, "expected text")
+    return value
 
 
 def _latencies(node: _Node | None) -> Latencies:

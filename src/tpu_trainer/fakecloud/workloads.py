@@ -61,6 +61,7 @@ def new_workload(
         "running_polls": int(spec["running_polls"]),
         "hang": bool(spec["hang"]),
         "log": str(spec["log"]),
+        "other_hosts_log": spec.get("other_hosts_log"),
     }
 
 
@@ -313,6 +314,9 @@ def log_of(wl: dict[str, Any], j: int, i: int, container: str) -> str:
     if j == 0 and i == 0 and container == wl["containers"][0]:
         text = str(wl["log"])
         return text if text.endswith("\n") or not text else text + "\n"
+    if wl.get("other_hosts_log"):
+        text = str(wl["other_hosts_log"])
+        return text if text.endswith("\n") else text + "\n"
     return (
         f"I1122 04:27:31.120000 139872 train.py:98] worker {i} of slice {j} "
         f"({container}) started; metrics are logged by worker 0\n"
