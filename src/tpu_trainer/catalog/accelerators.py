@@ -19,6 +19,8 @@ class Family(StrEnum):
     V5P = "v5p"
     V6E = "v6e"
     V7 = "v7"
+    CPU = "cpu"
+    """This machine's CPU, for local runs (one JAX device, no peak figure)."""
 
 
 class Precision(StrEnum):
@@ -81,8 +83,9 @@ class Accelerator:
     topology: TopologyRule
 
     def peak_tflops_per_chip(self, precision: Precision) -> float:
-        """Peak TFLOP/s per chip for ``precision`` (bf16 when the family has no fp8 figure)."""
-        return self.peak_tflops.get(precision, self.peak_tflops[Precision.BF16])
+        """Peak TFLOP/s per chip for ``precision`` (bf16 when the family has no fp8 figure;
+        0 where there is no peak figure at all, as on a CPU)."""
+        return self.peak_tflops.get(precision, self.peak_tflops.get(Precision.BF16, 0.0))
 
 
 _SMALL_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
@@ -271,6 +274,26 @@ ACCELERATORS: dict[Family, Accelerator] = {
     ),
 }
 
+ACCELERATORS[Family.CPU] = Accelerator(
+    family=Family.CPU,
+    name="CPU (local)",
+    xpk_prefix="cpu",
+    xpk_number_counts_tensorcores=False,
+    tensorcores_per_chip=1,
+    jax_devices_per_chip=1,
+    chips_per_host=1,
+    hbm_gb_per_chip=0,
+    usable_hbm_gib_per_device=None,
+    peak_tflops={},
+    gke_accelerator="",
+    machine_type="",
+    machine_type_single_chip=None,
+    other_machine_types=(),
+    multi_host_needs_workload_policy=False,
+    tpu_vm_runtime=None,
+    topology=TopologyRule(dims=1, listed=("1",)),
+)
+
 _PREFIX_ALIASES: dict[str, Family] = {
     "tpu7x": Family.V7,
     "v7": Family.V7,
@@ -282,6 +305,7 @@ _PREFIX_ALIASES: dict[str, Family] = {
     "v5litepod": Family.V5E,
     "v5e": Family.V5E,
     "v4": Family.V4,
+    "cpu": Family.CPU,
 }
 
 

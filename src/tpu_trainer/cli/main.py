@@ -16,6 +16,7 @@ from tpu_trainer.cli import (
     history_cmd,
     ops_cmd,
     plan_cmd,
+    runtime_cmd,
     slice_cmd,
     train_cmd,
 )
@@ -30,6 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(runtime_cmd.app, name="runtime")
 app.command("plan")(plan_cmd.plan)
 app.command("scripts")(plan_cmd.scripts)
 app.command("slice")(slice_cmd.slice_info)

@@ -218,7 +218,7 @@ def summarize(
         tokens_per_device=tokens,
         tokens_per_chip=None if tokens is None else tokens * per_chip,
         tokens_check=check,
-        mfu=None if tflops_chip is None else tflops_chip / peak,
+        mfu=None if tflops_chip is None or not peak else tflops_chip / peak,
         loss=_loss(unique),
         first_step_seconds=None if first is None else first.seconds,
         startup_seconds=_startup_seconds(startup, first),

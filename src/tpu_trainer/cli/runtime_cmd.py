@@ -1,0 +1,56 @@
+"""``tpu-trainer runtime install|list|remove``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from tpu_trainer.cli.common import JsonOpt
+
+app = typer.Typer(
+    help="Framework runtimes (virtual environments kept in the cache folder).", no_args_is_help=True
+)
+
+
+@app.command("install")
+def install(
+    name: Annotated[str, typer.Argument(help="Runtime to install: maxtext.")] = "maxtext",
+) -> None:
+    """Create a runtime (once; reused after that)."""
+    from tpu_trainer.errors import InputError
+    from tpu_trainer.infra.runner import SubprocessRunner
+    from tpu_trainer.runtime.manager import RUNTIMES
+    from tpu_trainer.runtime.manager import install as do_install
+
+    spec = RUNTIMES.get(name)
+    if spec is None:
+        raise InputError(f"no runtime called {name}", fix=f"use one of: {', '.join(RUNTIMES)}")
+    python = do_install(spec, SubprocessRunner(), lambda line: typer.echo(line, err=True))
+    typer.echo(f"{spec.key}: {python}")
+
+
+@app.command("list")
+def list_(as_json: JsonOpt = False) -> None:
+    """The runtimes installed."""
+    from tpu_trainer.runtime.manager import installed
+
+    found = installed()
+    if as_json:
+        typer.echo(
+            json.dumps([{"key": i.key, "path": str(i.path), **i.info} for i in found], indent=2)
+        )
+        return
+    if not found:
+        typer.echo("no runtimes installed (`tpu-trainer runtime install maxtext`)")
+    for item in found:
+        typer.echo(f"{item.key}\t{item.path}")
+
+
+@app.command("remove")
+def remove(key: Annotated[str, typer.Argument(help="e.g. maxtext-0.2.5")]) -> None:
+    """Delete an installed runtime."""
+    from tpu_trainer.runtime.manager import remove as do_remove
+
+    typer.echo(f"removed {do_remove(key)}")
