@@ -3,6 +3,7 @@
 #   .venv                      the project and its dev tools (ruff, mypy, pytest, shellcheck)
 #   $TPU_TRAINER_CACHE/xpk-V   xpk in its own venv (its parser checks generated command lines);
 #                              kept outside the checkout and reused when present
+#   $TPU_TRAINER_CACHE/maxtext-V  the MaxText runtime the local runs use (same cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
@@ -22,6 +23,9 @@ if ! TELEMETRY_ENABLED=false "${XPK_VENV}/bin/python" -c 'import xpk.parser.core
   sed -i "1s|${XPK_VENV}.partial|${XPK_VENV}|" "${XPK_VENV}"/bin/* 2>/dev/null || true
 fi
 export TPU_TRAINER_XPK_PYTHON="${XPK_VENV}/bin/python"
+
+# The MaxText runtime (Python 3.12 venv, ~2.8 GB, minutes the first time) in the same cache.
+TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install maxtext
 
 extra=()
 for dir in bench tools; do

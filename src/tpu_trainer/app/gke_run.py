@@ -13,6 +13,8 @@ from tpu_trainer.app import kueue_setup
 from tpu_trainer.app.files import write_generated
 from tpu_trainer.app.provision import Attempt, Provisioner
 from tpu_trainer.app.services import Services, new_run_id
+from tpu_trainer.app.stages import Stages
+from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.app.teardown import Teardown, TeardownReport, teardown_always
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import InputError, TpuTrainerError
@@ -50,8 +52,7 @@ class GkeRun:
     wait_timeout_s: int = 24 * 3600
     poll_seconds: float = 30.0
     run_id: str = field(default_factory=new_run_id)
-    log_lines: int = 0
-    _step_times: list[float] = field(default_factory=list)
+    _steps: StepDisplay | None = None
     _started: float = field(default_factory=time.monotonic)
     lang: str = "zh"
 
@@ -130,13 +131,15 @@ class GkeRun:
             outcome.status = row.status if row else RunStatus.FAILED
         return outcome
 
+    @property
+    def _stages(self) -> Stages:
+        return Stages(self.svc.store, self.svc.display, self.run_id, self._started)
+
     def _stage(self, name: str) -> None:
-        self.svc.store.stage_started(self.run_id, name)
-        minutes, seconds = divmod(int(time.monotonic() - self._started), 60)
-        self.svc.display.info(f"[{name}] {minutes}m{seconds:02d}s")
+        self._stages.start(name)
 
     def _done(self, name: str, status: str = "ok", detail: str = "") -> None:
-        self.svc.store.stage_finished(self.run_id, name, status, detail)
+        self._stages.done(name, status, detail)
 
     def _body(self, plan: Plan, outcome: RunOutcome) -> None:
         self._stage("provision")
@@ -184,37 +187,11 @@ class GkeRun:
 
     def _results(self, plan: Plan, outcome: RunOutcome) -> None:
         """Metrics into the store, and (with a steady state) a section in the model's README."""
-        from datetime import date
+        from tpu_trainer.app.results import record_results
 
-        from tpu_trainer.app.results import (
-            metrics_from_log,
-            report_to_json,
-            run_report,
-            store_metrics,
-            write_report,
-        )
-
-        if not self.log_path.exists():
-            return
-        self._stage("collect")
-        metrics = metrics_from_log(self.log_path, plan)
-        store_metrics(self.svc.store, self.run_id, metrics)
-        outcome.metrics = metrics.to_json()
-        self._done("collect", detail=f"{metrics.steps_completed} steps")
-        report = run_report(metrics, plan, self.run_id, date.today())
-        if report is None:
-            self.svc.display.info("no steady-state steps: nothing to add to the README")
-            return
-        self._stage("report")
-        self.svc.store.set_metrics(
-            self.run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
-        )
-        readme, plots, changed = write_report(report, plan.model_dir, self.lang)
-        outcome.readme = readme
-        self._done("report", detail=str(readme))
-        self.svc.display.info(
-            f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
-        )
+        recorded = record_results(self._stages, plan, self.log_path, self.lang)
+        if recorded is not None:
+            outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
 
     def _submit(self, plan: Plan, script: Path, zone: str, outcome: RunOutcome) -> None:
         self._stage("submit")
@@ -289,21 +266,6 @@ class GkeRun:
 
     def on_log_line(self, line: str) -> None:
         """Each line of worker 0's log as it arrives: show each completed step."""
-        from tpu_trainer.frameworks.maxtext_log import StepRecord, parse_line
-
-        if not line:
-            return
-        self.log_lines += 1
-        event = parse_line(line)
-        if isinstance(event, StepRecord):
-            now = time.monotonic()
-            self._step_times.append(now)
-            recent = self._step_times[-6:]
-            rate = (
-                (len(recent) - 1) / (recent[-1] - recent[0])
-                if len(recent) > 1 and recent[-1] > recent[0]
-                else None
-            )
-            loss = f", loss {event.loss:.3f}" if event.loss is not None else ""
-            pace = f", {rate:.2f} steps/s" if rate else ""
-            self.svc.display.info(f"step {event.step}: {event.seconds:.2f} s{loss}{pace}")
+        if self._steps is None:
+            self._steps = StepDisplay(self.svc.display)
+        self._steps(line)

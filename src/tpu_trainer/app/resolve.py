@@ -110,6 +110,8 @@ def resolve_path(path: Path) -> RecipeRef:
     if script is not None:
         return _ref_for_script(script)
     inside = recipes_under(path)
+    if len(inside) == 1:
+        return inside[0]
     if inside:
         raise InputError(
             f"{path} holds {len(inside)} recipes; which one?\n{_describe(inside, path)}",

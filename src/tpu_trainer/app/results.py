@@ -8,6 +8,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from tpu_trainer.app.stages import Stages
 from tpu_trainer.frameworks.maxtext_log import read_log
 from tpu_trainer.plan.metrics import RunMetrics, summarize
 from tpu_trainer.plan.plan import Plan
@@ -144,3 +145,37 @@ def report_from_json(data: Mapping[str, Any]) -> tuple[RunReport, Path]:
     steps = tuple(StepRow(**s) for s in fields.pop("steps", None) or ())
     fields["steady_steps"] = tuple(fields.get("steady_steps") or ())
     return RunReport(**fields, steps=steps), model_dir
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    metrics: dict[str, Any]
+    readme: Path | None
+
+
+def record_results(
+    stages: Stages, plan: Plan, log: Path, lang: str, versions: Versions | None = None
+) -> Recorded | None:
+    """The collect and report stages: metrics of ``log`` into the store, and, when there is a
+    steady state, the run's row and section in the model's README (with plots)."""
+    if not log.exists():
+        return None
+    store, run_id, display = stages.store, stages.run_id, stages.display
+    stages.start("collect")
+    metrics = metrics_from_log(log, plan)
+    store_metrics(store, run_id, metrics)
+    stages.done("collect", detail=f"{metrics.steps_completed} steps")
+    report = run_report(metrics, plan, run_id, date.today(), versions or Versions())
+    if report is None:
+        display.info("no steady-state steps: nothing to add to the README")
+        return Recorded(metrics.to_json(), None)
+    stages.start("report")
+    store.set_metrics(
+        run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
+    )
+    readme, plots, changed = write_report(report, plan.model_dir, lang)
+    stages.done("report", detail=str(readme))
+    display.info(
+        f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
+    )
+    return Recorded(metrics.to_json(), readme)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,11 @@ from tpu_trainer.cli.common import (
     TopologyOpt,
     VariantOpt,
 )
+
+if TYPE_CHECKING:
+    from tpu_trainer.app.gke_run import RunOutcome
+    from tpu_trainer.app.planning import Request
+    from tpu_trainer.plan.plan import PlanOptions
 
 WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
@@ -50,11 +55,13 @@ def train(
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.plan.plan import Plan
 
-    setup = build(config, rehearse, fresh=True)
     options = plan_cmd._options(
         sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, None
     )
     req = Request(request, Filters(precision, topology, seq, variant), config)
+    if rehearse is None and _train_locally(req, options, lang):
+        return
+    setup = build(config, rehearse, fresh=True)
 
     def plan_for_zone(zone: str | None) -> Plan:
         return plan_with_config(req, setup.config, replace(options, zone=zone) if zone else options)
@@ -69,13 +76,40 @@ def train(
         poll_seconds=poll,
         lang=lang,
     )
-    outcome = run.start()
+    _finish(run.start())
+
+
+def _finish(outcome: RunOutcome) -> None:
     typer.echo(
         f"run {outcome.run_id}: {outcome.status.value}"
         + (f" ({outcome.error})" if outcome.error else "")
     )
     if outcome.status.value != "succeeded":
         raise typer.Exit(1)
+
+
+def _train_locally(req: Request, options: PlanOptions, lang: str) -> bool:
+    """Recipes for this machine's CPU (device type ``cpu-1``) run with the local launcher."""
+    from tpu_trainer.app.local_run import LocalRun
+    from tpu_trainer.app.planning import plan_request
+    from tpu_trainer.catalog.accelerators import Family
+    from tpu_trainer.cli.console import RichDisplay
+    from tpu_trainer.cli.services_cli import open_store
+    from tpu_trainer.infra.runner import SubprocessRunner
+
+    plan = plan_request(req, replace(options, profiler=None))
+    if plan.slice.family is not Family.CPU:
+        return False
+    store = open_store()
+    display = RichDisplay()
+    run_id_box: list[str] = []
+    runner = SubprocessRunner(
+        recorder=lambda r: store.record_command(run_id_box[0] if run_id_box else None, r)
+    )
+    run = LocalRun(store, runner, display, plan, req.text, lang=lang)
+    run_id_box.append(run.run_id)
+    _finish(run.start())
+    return True
 
 
 def resume(

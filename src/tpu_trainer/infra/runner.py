@@ -148,17 +148,11 @@ def _collect(
         t.start()
     deadline = time.monotonic() + timeout
     stopped = ""
-    while proc.poll() is None:
-        if cancel is not None and cancel.is_set():
-            stopped = "\n[tpu-trainer] stopped\n"
-            break
-        if time.monotonic() > deadline:
-            stopped = f"\n[tpu-trainer] timed out after {timeout:.0f} s\n"
-            break
-        try:
-            proc.wait(timeout=0.1)
-        except subprocess.TimeoutExpired:
-            continue
+    try:
+        stopped = _wait(proc, deadline, timeout, cancel)
+    except BaseException:  # Ctrl-C or SIGTERM in this process: the command goes too
+        _kill(proc)
+        raise
     if stopped:
         _kill(proc)
         proc.wait()
@@ -168,6 +162,22 @@ def _collect(
     if stopped:
         proc.returncode = 130 if "stopped" in stopped else 124
     return "".join(chunks["stdout"]), "".join(chunks["stderr"])
+
+
+def _wait(
+    proc: subprocess.Popen[str], deadline: float, timeout: float, cancel: threading.Event | None
+) -> str:
+    """Wait for ``proc``; returns why it was stopped early ("" when it ended by itself)."""
+    while proc.poll() is None:
+        if cancel is not None and cancel.is_set():
+            return "\n[tpu-trainer] stopped\n"
+        if time.monotonic() > deadline:
+            return f"\n[tpu-trainer] timed out after {timeout:.0f} s\n"
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+    return ""
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
-from tpu_trainer.catalog.accelerators import Precision
+from tpu_trainer.catalog.accelerators import Family, Precision
 from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
@@ -389,7 +389,8 @@ def build_plan(
     name = workload_name(opts.user, model, opts.now)
     variables = _variables(recipe, config, opts, name, findings)
     words, changes = _program_args(recipe, opts, findings)
-    for key in ("project_id", "cluster_name", "default_zone", "base_output_dir", "workload_image"):
+    cloud_keys = ("project_id", "cluster_name", "default_zone", "base_output_dir", "workload_image")
+    for key in () if slice_.family is Family.CPU else cloud_keys:
         if not getattr(config, key):
             findings.append(
                 Finding(

@@ -12,7 +12,7 @@ from tpu_trainer.catalog.accelerators import Precision
 
 _FOLDER = re.compile(
     r"^(?:(?P<seq>\d+k)-)?(?P<precision>bf16|fp8)-(?P<prefix>[a-z0-9]+?)-"
-    r"(?P<topology>\d+(?:x\d+)+)(?:-(?P<suffix>[a-z0-9][a-z0-9-]*))?$"
+    r"(?P<topology>\d+(?:x\d+)*)(?:-(?P<suffix>[a-z][a-z0-9-]*))?$"
 )
 
 

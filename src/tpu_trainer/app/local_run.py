@@ -1,0 +1,166 @@
+"""The embedded default: a recipe trained with real MaxText on this machine's CPU, through the
+same follow -> metrics -> report -> store path as a run on TPUs."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.app.gke_run import RunOutcome
+from tpu_trainer.app.results import Versions, record_results
+from tpu_trainer.app.services import new_run_id
+from tpu_trainer.app.stages import Stages
+from tpu_trainer.app.step_display import StepDisplay
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.runner import CommandRunner
+from tpu_trainer.plan.diagnose import LiveScanner, Match
+from tpu_trainer.plan.plan import Plan
+from tpu_trainer.plan.plan_json import plan_json
+from tpu_trainer.runtime.manager import MAXTEXT, install
+from tpu_trainer.store.db import RunStatus, RunStore
+
+ENTRY_MODULE = "maxtext.trainers.pre_train.train"
+"""MaxText 0.2.5's trainer (older recipes name ``MaxText.train``, gone from 0.2.5)."""
+# Arguments the local run sets itself (the TPU recipe's values mean nothing on this machine).
+_LOCAL_KEYS = (
+    "run_name",
+    "base_output_directory",
+    "hardware",
+    "skip_jax_distributed_system",
+    "profiler",
+    "profiler_steps",
+    "skip_first_n_steps_for_profiler",
+    "profile_periodically_period",
+)
+
+
+def base_config(maxtext_dir: Path, recipe_base: str | None) -> Path:
+    """The recipe's base config (``maxtext/configs/base.yml``) inside the installed package."""
+    relative = (recipe_base or "configs/base.yml").split("configs/", 1)[-1]
+    return maxtext_dir / "configs" / relative
+
+
+def local_args(plan: Plan, run_dir: Path, run_id: str) -> list[str]:
+    """The recipe's MaxText arguments for a CPU run (pure)."""
+    kept = [
+        plan.expand(a) for a in plan.program_arg_texts if a.partition("=")[0] not in _LOCAL_KEYS
+    ]
+    return [
+        *kept,
+        f"run_name={run_id}",
+        f"base_output_directory={run_dir / 'output'}",
+        "hardware=cpu",
+        "skip_jax_distributed_system=true",
+    ]
+
+
+@dataclass
+class LocalRun:
+    store: RunStore
+    runner: CommandRunner
+    display: Display
+    plan: Plan
+    request: str
+    lang: str = "zh"
+    run_id: str = field(default_factory=new_run_id)
+    versions: Versions = field(default_factory=Versions)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.store.path.parent / "runs" / self.run_id
+
+    def start(self) -> RunOutcome:
+        plan = self.plan
+        self.store.create_run(
+            self.run_id,
+            model=plan.model,
+            request=self.request,
+            launcher="local",
+            device_type=plan.slice.device_type,
+            precision=plan.precision.value,
+            project=None,
+            cluster=None,
+            region=None,
+            zone=None,
+            plan_json=plan_json(plan),
+        )
+        self.display.info(f"run {self.run_id}: {plan.model} with MaxText on this machine's CPU")
+        outcome = RunOutcome(self.run_id, RunStatus.RUNNING)
+        stages = Stages(self.store, self.display, self.run_id)
+        try:
+            code, fatal = self._train(stages)
+            recorded = record_results(
+                stages, plan, self.run_dir / "worker0.log", self.lang, self.versions
+            )
+            if recorded is not None:
+                outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
+        except KeyboardInterrupt:
+            self.store.finish_run(self.run_id, RunStatus.CANCELLED, "interrupted")
+            raise
+        except BaseException as e:
+            self.store.finish_run(self.run_id, RunStatus.FAILED, str(e)[:2000])
+            raise
+        if fatal:
+            outcome.error = f"{fatal[0].title}: {fatal[0].excerpt} — fix: {fatal[0].fix}"
+        elif code != 0:
+            outcome.error = f"MaxText exited with {code}"
+        status = RunStatus.SUCCEEDED if outcome.error is None else RunStatus.FAILED
+        self.store.finish_run(self.run_id, status, outcome.error)
+        outcome.status = status
+        return outcome
+
+    def _versions(self, python: Path) -> Versions:
+        probe = "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"
+        result = self.runner.run([str(python), "-c", probe], timeout=300)
+        jax_version = result.stdout.split()[0] if result.ok and result.stdout.split() else ""
+        return Versions(framework=MAXTEXT.version, jax=jax_version)
+
+    def _train(self, stages: Stages) -> tuple[int, list[Match]]:
+        stages.start("runtime")
+        python = install(MAXTEXT, self.runner, self.display.info)
+        maxtext_dir = next(python.parent.parent.glob("lib/python*/site-packages/maxtext"), None)
+        if maxtext_dir is None:
+            raise TpuTrainerError(
+                f"the {MAXTEXT.key} runtime has no maxtext package",
+                fix=f"`tpu-trainer runtime remove {MAXTEXT.key}`, then run again",
+            )
+        self.versions = self._versions(python)
+        stages.done("runtime", detail=str(python))
+        stages.start("train")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            str(python),
+            "-m",
+            ENTRY_MODULE,
+            str(base_config(maxtext_dir, self.plan.recipe.entry.base_config)),
+            *local_args(self.plan, self.run_dir, self.run_id),
+        ]
+        cancel = threading.Event()
+        fatal: list[Match] = []
+        scanner = LiveScanner()
+        steps = StepDisplay(self.display)
+        with (self.run_dir / "worker0.log").open("w", encoding="utf-8") as log:
+
+            def on_line(_: str, line: str) -> None:
+                log.write(line + "\n")
+                steps(line)
+                scanner.feed(line)
+                if not fatal and scanner.fatal:
+                    fatal.extend(scanner.fatal)
+                    cancel.set()
+
+            result = self.runner.run(
+                argv,
+                on_line=on_line,
+                cancel=cancel,
+                timeout=24 * 3600,
+                env={"JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"},
+            )
+        stages.done(
+            "train",
+            "ok" if result.ok and not fatal else "failed",
+            f"exit {result.code}, {steps.lines} log lines",
+        )
+        return result.code, fatal

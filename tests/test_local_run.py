@@ -1,0 +1,92 @@
+"""The embedded default: real MaxText on this machine's CPU, through the whole pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from conftest import CONFIG, RECIPES, plan_for
+from tpu_trainer.app.local_run import base_config, local_args
+from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.infra.tool_env import cache_dir
+from tpu_trainer.plan.plan import PlanOptions
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "local" / "tiny-llama"
+
+
+def test_local_args_replace_what_only_makes_sense_on_tpus(tmp_path: Path) -> None:
+    plan = plan_for(RECIPES["classic"])
+    args = local_args(plan, tmp_path, "abcd1234")
+    assert "model_name=llama3.1-8b" in args
+    assert not any(a.startswith(("profiler=", "profiler_steps=")) for a in args)
+    assert args[-4:] == [
+        "run_name=abcd1234",
+        f"base_output_directory={tmp_path / 'output'}",
+        "hardware=cpu",
+        "skip_jax_distributed_system=true",
+    ]
+    assert [a for a in args if a.startswith("run_name=")] == ["run_name=abcd1234"]
+
+
+def test_base_config_is_found_inside_the_installed_package(tmp_path: Path) -> None:
+    assert base_config(tmp_path, "maxtext/configs/base.yml") == tmp_path / "configs" / "base.yml"
+    assert (
+        base_config(tmp_path, "MaxText/configs/models/x.yml") == tmp_path / "configs/models/x.yml"
+    )
+
+
+def test_the_example_is_a_cpu_recipe_without_cloud_warnings() -> None:
+    plan = plan_request(
+        Request(str(EXAMPLE), config_path=CONFIG),
+        PlanOptions(user="t", now=datetime(2026, 11, 22), profiler=None),
+    )
+    assert plan.slice.device_type == "cpu-1"
+    assert [f for f in plan.findings if f.status.value != "pass"] == []
+
+
+def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> None:
+    example = tmp_path / "local" / "tiny-llama"
+    shutil.copytree(EXAMPLE, example)
+    env = {
+        **os.environ,
+        "TPU_TRAINER_HOME": str(tmp_path / "store"),
+        "TPU_TRAINER_CACHE": str(cache_dir()),
+        "TPU_TRAINER_CONFIG": "",
+        "COLUMNS": "200",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", "train", str(example)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_id = proc.stdout.split()[1].rstrip(":")
+    assert f"run {run_id}: succeeded" in proc.stdout
+    assert "step 19:" in proc.stderr
+    shown = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "tpu_trainer", "show", run_id, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )
+    assert len(shown["steps"]) == 20
+    assert shown["steady_steps"][0] == 2
+    assert shown["loss_last"] < shown["loss_first"]
+    readme = (example / "README.md").read_text()
+    assert f"<!-- tpu-trainer run {run_id} -->" in readme
+    tokens = f"{shown['tokens_per_chip']:.1f}"
+    assert tokens in readme  # the report's numbers are this run's
+    assert "| MaxText |" in readme or "MaxText 0.2.5" in readme
+    assert len(list(example.glob(f"tiny-llama-{run_id}-*.png"))) == 3
