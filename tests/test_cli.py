@@ -56,7 +56,6 @@ def test_cli_plan_table_shows_slice_values_and_commands() -> None:
     ("args", "code", "needle"),
     [
         (["plan", "/no/such/recipe/folder"], 2, "no such file or folder"),
-        (["plan", str(IRONWOOD / "tinyllama-8b")], 2, "holds 1 recipes"),
         (["plan", str(RECIPES_ROOT)], 2, "holds 4 recipes"),
         (["slice", "tpu7x-3x3x3"], 2, "is not a TPU v7 (Ironwood) topology"),
         (["plan", "some-model"], 2, "no tpu_recipes_path"),
@@ -188,3 +187,9 @@ def test_cli_every_command_has_working_help(command: list[str]) -> None:
     proc = cli(*command, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout
+
+
+def test_cli_a_model_folder_with_one_recipe_is_that_recipe() -> None:
+    proc = cli("plan", str(IRONWOOD / "tinyllama-8b"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["slice"]["device_type"] == "tpu7x-2x2x1"

@@ -36,8 +36,8 @@ class RecipeFolder:
 def parse_folder_name(name: str) -> RecipeFolder | None:
     """The parts of a recipe folder name, or None if ``name`` does not follow the pattern."""
     m = _FOLDER.match(name)
-    if m is None:
-        return None
+    if m is None or ("x" not in m.group("topology") and m.group("prefix") != "cpu"):
+        return None  # TPU recipe folders carry the topology form; only cpu-1 is a bare number
     return RecipeFolder(
         name=name,
         seq=m.group("seq"),
