@@ -90,3 +90,45 @@ def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> 
     assert tokens in readme  # the report's numbers are this run's
     assert "| MaxText |" in readme or "MaxText 0.2.5" in readme
     assert len(list(example.glob(f"tiny-llama-{run_id}-*.png"))) == 3
+
+
+def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -> None:
+    import signal
+    import sqlite3
+    import time
+
+    example = tmp_path / "local" / "tiny-llama"
+    shutil.copytree(EXAMPLE, example)
+    env = {
+        **os.environ,
+        "TPU_TRAINER_HOME": str(tmp_path / "store"),
+        "TPU_TRAINER_CACHE": str(cache_dir()),
+        "TPU_TRAINER_CONFIG": "",
+        "COLUMNS": "200",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpu_trainer", "train", str(example)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = tmp_path / "store" / "runs"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        logs = list(log.glob("*/worker0.log")) if log.exists() else []
+        if logs and "completed step: 2," in logs[0].read_text():
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    status = (
+        sqlite3.connect(tmp_path / "store" / "runs.db")
+        .execute("SELECT status FROM runs")
+        .fetchone()[0]
+    )
+    assert status == "cancelled"
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(tmp_path / "store" / "runs") not in ps  # no MaxText of this run left running

@@ -111,11 +111,19 @@ class LocalRun:
         outcome.status = status
         return outcome
 
-    def _versions(self, python: Path) -> Versions:
-        probe = "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"
-        result = self.runner.run([str(python), "-c", probe], timeout=300)
-        jax_version = result.stdout.split()[0] if result.ok and result.stdout.split() else ""
-        return Versions(framework=MAXTEXT.version, jax=jax_version)
+    @staticmethod
+    def _versions(site_packages: Path) -> Versions:
+        """Versions read from the runtime's package metadata (no interpreter start-up)."""
+        from importlib.metadata import distributions
+
+        found = {
+            d.metadata["Name"].lower(): d.version for d in distributions(path=[str(site_packages)])
+        }
+        return Versions(
+            framework=found.get("maxtext", MAXTEXT.version),
+            jax=found.get("jax", ""),
+            libtpu=found.get("libtpu", ""),
+        )
 
     def _train(self, stages: Stages) -> tuple[int, list[Match]]:
         stages.start("runtime")
@@ -126,7 +134,7 @@ class LocalRun:
                 f"the {MAXTEXT.key} runtime has no maxtext package",
                 fix=f"`tpu-trainer runtime remove {MAXTEXT.key}`, then run again",
             )
-        self.versions = self._versions(python)
+        self.versions = self._versions(maxtext_dir.parent)
         stages.done("runtime", detail=str(python))
         stages.start("train")
         self.run_dir.mkdir(parents=True, exist_ok=True)
