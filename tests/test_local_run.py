@@ -82,7 +82,9 @@ def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> 
         ).stdout
     )
     assert len(shown["steps"]) == 20
-    assert shown["steady_steps"][0] == 2
+    # steps 0 and 1 (compile, warm-up) never count; later ones may drop out as outliers
+    assert shown["steady_steps"]
+    assert min(shown["steady_steps"]) >= 2
     assert shown["loss_last"] < shown["loss_first"]
     readme = (example / "README.md").read_text()
     assert f"<!-- tpu-trainer run {run_id} -->" in readme
