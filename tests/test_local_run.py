@@ -19,6 +19,20 @@ from tpu_trainer.plan.plan import PlanOptions
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "local" / "tiny-llama"
 
 
+def _example_and_env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the example, and an environment with its own store and the shared runtime."""
+    example = tmp_path / "local" / "tiny-llama"
+    shutil.copytree(EXAMPLE, example)
+    env = {
+        **os.environ,
+        "TPU_TRAINER_HOME": str(tmp_path / "store"),
+        "TPU_TRAINER_CACHE": str(cache_dir()),
+        "TPU_TRAINER_CONFIG": "",
+        "COLUMNS": "200",
+    }
+    return example, env
+
+
 def test_local_args_replace_what_only_makes_sense_on_tpus(tmp_path: Path) -> None:
     plan = plan_for(RECIPES["classic"])
     args = local_args(plan, tmp_path, "abcd1234")
@@ -50,15 +64,7 @@ def test_the_example_is_a_cpu_recipe_without_cloud_warnings() -> None:
 
 
 def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> None:
-    example = tmp_path / "local" / "tiny-llama"
-    shutil.copytree(EXAMPLE, example)
-    env = {
-        **os.environ,
-        "TPU_TRAINER_HOME": str(tmp_path / "store"),
-        "TPU_TRAINER_CACHE": str(cache_dir()),
-        "TPU_TRAINER_CONFIG": "",
-        "COLUMNS": "200",
-    }
+    example, env = _example_and_env(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "tpu_trainer", "train", str(example)],
         env=env,
@@ -99,15 +105,7 @@ def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -
     import sqlite3
     import time
 
-    example = tmp_path / "local" / "tiny-llama"
-    shutil.copytree(EXAMPLE, example)
-    env = {
-        **os.environ,
-        "TPU_TRAINER_HOME": str(tmp_path / "store"),
-        "TPU_TRAINER_CACHE": str(cache_dir()),
-        "TPU_TRAINER_CONFIG": "",
-        "COLUMNS": "200",
-    }
+    example, env = _example_and_env(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tpu_trainer", "train", str(example)],
         env=env,
