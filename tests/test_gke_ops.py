@@ -258,3 +258,18 @@ def test_a_fatal_error_on_another_host_stops_the_follow(tmp_path: Path) -> None:
     assert row is not None and row.error is not None
     assert "StopIteration" in row.error
     assert sorted(_state(tmp_path)["node_pools"]) == ["default-pool"]
+
+
+def test_secrets_in_a_workload_log_never_reach_the_saved_log_or_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    log = f"I1122 04:27:31.120000 139872 train.py:98] logging in with token {secret}\n"
+    scenario = _scenario(tmp_path, workloads={"log": log})
+    run, _ = _run_in_process(tmp_path, scenario, "5ec12e75")
+    run.start()
+    saved = (tmp_path / "store" / "runs" / "5ec12e75" / "worker0.log").read_text()
+    assert "logging in with token ***" in saved
+    assert secret not in saved
+    assert secret not in (tmp_path / "store" / "runs.db").read_bytes().decode("latin-1")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
 from tpu_trainer.plan.pods import JOBSET_LABEL, PodView, ordered, summarize
@@ -98,13 +99,14 @@ class Follower:
         done = threading.Event()
         fatal: list[Match] = []
         scanner = LiveScanner()
+        redact = Redactor()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a", encoding="utf-8") as log:
 
             def handle(stream: str, line: str) -> None:
                 if stream != "stdout":
                     return
-                log.write(line + "\n")
+                log.write(redact(line) + "\n")
                 self.on_line(line)
                 scanner.feed(line)
                 found = scanner.fatal

@@ -14,6 +14,7 @@ from tpu_trainer.app.services import new_run_id
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.diagnose import LiveScanner, Match
 from tpu_trainer.plan.plan import Plan
@@ -148,11 +149,12 @@ class LocalRun:
         cancel = threading.Event()
         fatal: list[Match] = []
         scanner = LiveScanner()
+        redact = Redactor()
         steps = StepDisplay(self.display)
         with (self.run_dir / "worker0.log").open("w", encoding="utf-8") as log:
 
             def on_line(_: str, line: str) -> None:
-                log.write(line + "\n")
+                log.write(redact(line) + "\n")
                 steps(line)
                 scanner.feed(line)
                 if not fatal and scanner.fatal:
