@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpu_trainer.app.provision import matching_pools
 from tpu_trainer.config.model import Config
 from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool
 from tpu_trainer.infra.kubectl import Kubectl
@@ -18,7 +19,6 @@ from tpu_trainer.plan.kueue import (
     configmap_name,
     kueue_findings,
 )
-from tpu_trainer.plan.nodepool import machine_types, pool_matches
 from tpu_trainer.plan.plan import Level, Plan
 
 MULTISLICE_RECREATE = (
@@ -145,14 +145,7 @@ def _policy_check(plan: Plan, config: Config, seen: Observed) -> Check:
 
 
 def _pool_checks(plan: Plan, config: Config, seen: Observed) -> list[Check]:
-    allowed = machine_types(plan.slice, config.machine_type)
-    matching = [
-        p
-        for p in seen.pools
-        if pool_matches(
-            p.machine_type, p.node_count, p.tpu_topology, p.placement_policy, plan.slice, allowed
-        )
-    ]
+    matching = matching_pools(seen.pools, plan.slice, config.machine_type)
     running = [p for p in matching if p.status == "RUNNING"]
     if running:
         pool = running[0]

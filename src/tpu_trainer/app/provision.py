@@ -27,6 +27,20 @@ from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.db import ResourceState, RunStore
 
 
+def matching_pools(
+    pools: list[NodePool], slice_: Slice, machine_type: str | None
+) -> list[NodePool]:
+    """The pools that can run ``slice_`` (machine type, hosts, topology or workload policy)."""
+    allowed = machine_types(slice_, machine_type)
+    return [
+        p
+        for p in pools
+        if pool_matches(
+            p.machine_type, p.node_count, p.tpu_topology, p.placement_policy, slice_, allowed
+        )
+    ]
+
+
 class CapacityError(TpuTrainerError):
     """No reservation could give the slice."""
 
@@ -86,17 +100,7 @@ class Provisioner:
         return self._create(pools, cluster.node_version)
 
     def _usable_existing(self, pools: list[NodePool]) -> Provisioned | None:
-        allowed = machine_types(self.slice, self.config.machine_type)
-        for pool in pools:
-            if not pool_matches(
-                pool.machine_type,
-                pool.node_count,
-                pool.tpu_topology,
-                pool.placement_policy,
-                self.slice,
-                allowed,
-            ):
-                continue
+        for pool in matching_pools(pools, self.slice, self.config.machine_type):
             zone = pool.zones[0] if pool.zones else self.config.default_zone
             if pool.status == "RUNNING":
                 self.display.info(f"node pool {pool.name} ({zone}) already runs {self.slice}")

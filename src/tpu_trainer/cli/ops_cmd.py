@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tpu_trainer.cli.common import ConfigOpt, JsonOpt, RehearseOpt, RequestArg
+
+if TYPE_CHECKING:
+    from tpu_trainer.app.preflight import Check
+    from tpu_trainer.app.services import Services
+    from tpu_trainer.cli.services_cli import Setup
 
 FixOpt = Annotated[bool, typer.Option("--fix", help="Apply the fixes of failed checks.")]
 DryRunOpt = Annotated[
@@ -27,19 +32,13 @@ def preflight(
     as_json: JsonOpt = False,
 ) -> None:
     """The pre-training checklist, run concurrently, with the command that fixes each failure."""
-    from dataclasses import replace
 
     from tpu_trainer.app import preflight as pf
     from tpu_trainer.app.kueue_setup import apply_fix
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
-    from tpu_trainer.cli.services_cli import build
-    from tpu_trainer.infra.runner import DryRunRunner
     from tpu_trainer.plan.plan import Level, PlanOptions
 
-    setup = build(config, rehearse)
-    svc = setup.services
-    if dry_run:
-        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    setup, svc = _services(config, rehearse, dry_run)
     plan = plan_with_config(
         Request(request), setup.config, PlanOptions(user=current_user(), now=datetime.now())
     )
@@ -58,13 +57,28 @@ def preflight(
         raise typer.Exit(1)
 
 
+def _services(config: Path | None, rehearse: Path | None, dry_run: bool) -> tuple[Setup, Services]:
+    """The configuration and services; with ``dry_run``, commands that would change the cloud
+    are printed instead of run (read-only ones still run)."""
+    from dataclasses import replace
+
+    from tpu_trainer.cli.services_cli import build
+    from tpu_trainer.infra.runner import DryRunRunner
+
+    setup = build(config, rehearse)
+    svc = setup.services
+    if dry_run:
+        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    return setup, svc
+
+
 def _print_argv(argv: tuple[str, ...]) -> None:
     import shlex
 
     typer.echo("would run: " + shlex.join(argv))
 
 
-def _show_checks(results: list, as_json: bool) -> None:  # type: ignore[type-arg]
+def _show_checks(results: list[Check], as_json: bool) -> None:
     if as_json:
         typer.echo(
             json.dumps(
@@ -124,16 +138,10 @@ def gc(
 
 
 def _delete_orphan_pools(config: Path | None, dry_run: bool, rehearse: Path | None) -> None:
-    from dataclasses import replace
 
     from tpu_trainer.app.teardown import orphan_tool_pools
-    from tpu_trainer.cli.services_cli import build
-    from tpu_trainer.infra.runner import DryRunRunner
 
-    setup = build(config, rehearse)
-    svc = setup.services
-    if dry_run:
-        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    setup, svc = _services(config, rehearse, dry_run)
     cfg = setup.config
     pools = svc.gcloud.node_pools(cfg.cluster_name, cfg.region)
     orphans = orphan_tool_pools(svc.store, [p.name for p in pools])
@@ -147,18 +155,12 @@ def _delete_orphan_pools(config: Path | None, dry_run: bool, rehearse: Path | No
 def _cleanup_runs(
     run_ids: list[str], config: Path | None, dry_run: bool, rehearse: Path | None
 ) -> None:
-    from dataclasses import replace
 
     from tpu_trainer.app.teardown import Teardown
-    from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
-    from tpu_trainer.infra.runner import DryRunRunner
     from tpu_trainer.store.db import RunStatus
 
-    setup = build(config, rehearse)
-    svc = setup.services
-    if dry_run:
-        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+    _, svc = _services(config, rehearse, dry_run)
     incomplete = False
     for run_id in run_ids:
         row = svc.store.run(run_id)
