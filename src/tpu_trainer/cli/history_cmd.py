@@ -34,7 +34,7 @@ def _run(store: RunStore, run_id: str) -> RunRow:
     return row
 
 
-def _summary(store: RunStore, row: RunRow) -> dict[str, Any]:
+def run_summary(store: RunStore, row: RunRow) -> dict[str, Any]:
     metrics = store.metrics(row.id) or {}
     loss = metrics.get("loss") or {}
     return {
@@ -58,7 +58,7 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
     store = _store()
     row = _run(store, run_id)
     data = {
-        **_summary(store, row),
+        **run_summary(store, row),
         "stages": [
             {"name": n, "status": s, "seconds": (f - b) if f else None, "detail": d}
             for n, s, b, f, d in store.stages(run_id)
@@ -120,8 +120,8 @@ def compare(
         raise InputError(f"run {missing} has no metrics", fix="compare runs that reached training")
     c = compare_figures(ma, mb)
     data: dict[str, Any] = {
-        "a": _summary(store, a),
-        "b": _summary(store, b),
+        "a": run_summary(store, a),
+        "b": run_summary(store, b),
         "step_time_ratio": c.step_time_ratio,
         "speedup_percent": c.speedup_percent,
         "tflops_per_chip_ratio": c.tflops_per_chip_ratio,
@@ -176,7 +176,7 @@ def export(
     if fmt not in ("csv", "json"):
         raise InputError(f"--format {fmt}: unknown", fix="use --format csv or --format json")
     store = _store()
-    rows = [_summary(store, r) for r in store.runs(limit=1_000_000)]
+    rows = [run_summary(store, r) for r in store.runs(limit=1_000_000)]
     if fmt == "json":
         text = json.dumps(rows, indent=2, default=str) + "\n"
     else:

@@ -192,27 +192,18 @@ def _cleanup_runs(
 
 def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")] = 50) -> None:
     """The runs in the store, newest first."""
+    from tpu_trainer.cli.history_cmd import run_summary
     from tpu_trainer.cli.services_cli import open_store
     from tpu_trainer.store.db import LIVE_STATES
 
     store = open_store()
     rows = store.runs(limit=limit)
     data = [
-        {
-            "id": r.id,
-            "model": r.model,
-            "device_type": r.device_type,
-            "precision": r.precision,
-            "status": r.status.value,
-            "zone": r.zone,
-            "created": datetime.fromtimestamp(r.created_at).isoformat(timespec="seconds"),
-            "live_resources": len(store.resources(r.id, states=LIVE_STATES)),
-            "error": r.error,
-        }
+        {**run_summary(store, r), "live_resources": len(store.resources(r.id, states=LIVE_STATES))}
         for r in rows
     ]
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        typer.echo(json.dumps(data, indent=2, default=str))
         return
     from rich.console import Console
     from rich.table import Table
