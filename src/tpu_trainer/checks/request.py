@@ -55,9 +55,7 @@ class MaxTextRequest:
         )
 
     @classmethod
-    def from_args(
-        cls, argv: list[str], slice_: Slice, num_slices: int = 1
-    ) -> MaxTextRequest:
+    def from_args(cls, argv: list[str], slice_: Slice, num_slices: int = 1) -> MaxTextRequest:
         """From ``key=value`` words (tests, benchmarks, hand-written commands)."""
         args: dict[str, str] = {}
         for text in argv:
