@@ -113,8 +113,12 @@ class MaxTextConfigs:
 
     @classmethod
     def load(cls, env: dict[str, str] | None = None, *, fetch: bool = True) -> MaxTextConfigs:
+        """The configuration files, read once per process and folder."""
         root = configs_dir(env, fetch=fetch)
-        return cls(root, _load_yaml(root / "base.yml"))
+        loaded = _LOADED.get(root)
+        if loaded is None:
+            loaded = _LOADED[root] = cls(root, _load_yaml(root / "base.yml"))
+        return loaded
 
     @property
     def keys(self) -> frozenset[str]:
@@ -149,6 +153,9 @@ class MaxTextConfigs:
                 continue
             out[key] = parse_value(text)
         return out
+
+
+_LOADED: dict[Path, MaxTextConfigs] = {}
 
 
 def parse_value(text: str) -> Any:

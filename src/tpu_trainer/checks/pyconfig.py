@@ -1,0 +1,617 @@
+"""MaxText configuration: the command's keys, value types and model keys, judged the way MaxText
+0.2.5's ``pyconfig`` will judge them when the job starts.
+
+The fast check reads only ``base.yml`` and the model file; the tables below hold what those files
+do not say (names MaxText accepts beyond base.yml, fields that take null, renamed keys). The
+runtime check asks MaxText itself: ``probes/pyconfig_probe.py`` runs ``pyconfig.initialize`` for
+one or more commands in one process, on CPU.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.checks.maxtext_configs import MaxTextConfigs, parse_value
+from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.runner import CommandRunner
+from tpu_trainer.plan.plan import Finding, Level
+from tpu_trainer.runtime.manager import MAXTEXT, RuntimeSetupError, is_installed, runtime_python
+
+NAME = "maxtext-config"
+RUNTIME_NAME = "maxtext-config (MaxText pyconfig)"
+
+# ---- MaxText 0.2.5 facts (maxtext/configs/types.py, pyconfig.py) -------------------------
+DERIVED: Mapping[str, str] = {
+    "emb_dim": "base_emb_dim", "mlp_dim": "base_mlp_dim", "moe_mlp_dim": "base_moe_mlp_dim",
+    "num_decoder_layers": "base_num_decoder_layers", "num_kv_heads": "base_num_kv_heads",
+    "num_query_heads": "base_num_query_heads", "num_diloco_replicas": "",
+    "ici_parallelism": "the ici_*_parallelism keys", "dcn_parallelism": "the dcn_*_parallelism keys",
+    "using_pipeline_parallelism": "ici_pipeline_parallelism / dcn_pipeline_parallelism",
+    "num_target_devices": "the slice (or compile_topology)",
+    "global_batch_size_to_train_on": "per_device_batch_size", "global_batch_size_to_eval_on": "",
+    "global_batch_size_to_load": "per_device_batch_size", "global_batch_size_to_load_eval": "",
+    "micro_batch_size_to_train_on": "per_device_batch_size", "micro_batch_size_to_eval_on": "",
+    "checkpoint_dir": "base_output_directory and run_name",
+    "metrics_dir": "base_output_directory and run_name",
+    "tensorboard_dir": "base_output_directory and run_name",
+    "managed_mldiagnostics_dir": "", "rampup_end_step": "", "tensors_on_device": "",
+    "tensors_to_offload": "", "global_batch_size_to_load_start": "",
+    "global_batch_size_to_load_increment": "", "rampup_samples_per_increment_to_load": "",
+}  # fmt: skip
+"""``DerivedValues``: accepted names MaxText computes and overwrites → what to set instead."""
+
+ACCEPTED_BEYOND_BASE = frozenset({
+    "vision_projector_type", "vision_connector_num_layers", "vision_connector_hidden_size",
+    "vision_connector_activation", "vision_connector_use_bias", "attention_for_vit",
+    "vision_encoder_block", "system_prompt", "data_template_path", "kv_cache_buffer",
+    "hbm_utilization_vllm", "swap_space_vllm_gb", "free_kv_cache_during_weight_sync",
+    "enable_dp_attention", "enable_expert_parallel", "async_scheduling",
+    "max_num_batched_tokens", "max_num_seqs", "vllm_block_size", "stop_strings",
+    "use_standalone_converter", "log_weight_sync_time", "debug_converter", "gcs_debug_path",
+    "student_overrides", "teacher_overrides", "offline_data_dir", "learn_to_init_mode",
+    "lti_use_general_linear_map", "distill_weights_copy_map",
+    "distill_student_weights_share_map", "attn_module_name", "lti_layer_indices",
+    "student_params_to_update", "formatting_func_path", "formatting_func_kwargs", "use_grpo",
+    "use_tunix_gradient_accumulation", "gdn_mamba_block_size", "log_moe_bias_norms",
+    "padded_base_moe_mlp_dim", "ragged_sort_use_single_sparsecore", "prefuse_moe_weights",
+    "fuse_expert_scales", "use_replicator_service", "replicator_backup_interval_minutes",
+    "convert_checkpoint_if_possible", "load_checkpoint_only_once", "base_config",
+    "sharding_strategy", "dpo", "lora"
+})  # fmt: skip
+"""Fields of ``MaxTextConfig`` with no base.yml entry that are real settings."""
+
+NESTED: Mapping[str, frozenset[str]] = {
+    "dpo": frozenset({"algo", "dpo_beta", "orpo_lambda", "dpo_label_smoothing", "max_prompt_length"}),
+    "lora": frozenset({"enable_lora", "lora_rank", "lora_alpha", "lora_module_path",
+                       "lora_weight_qtype", "lora_tile_size", "lora_restore_path"}),
+}  # fmt: skip
+"""Sections set as ``lora.lora_rank=8``; a bare ``lora_rank=8`` fails (extra_forbidden)."""
+
+NULLABLE = frozenset({
+    "checkpoint_storage_device_host_concurrent_gb", "metrics_file", "quantization",
+    "te_gmm_quantization", "moe_quantize_combine_bwd_method", "remat_policy",
+    "attn_logits_soft_cap", "final_logits_soft_cap", "mllog_file", "jax_cache_dir",
+    "tokenizer_path", "hf_name", "hf_data_dir", "hf_train_files", "hf_eval_split",
+    "hf_eval_files", "hf_access_token", "vertex_tensorboard_project",
+    "vertex_tensorboard_region", "remat_policy_for_vit", "image_size_for_vit", "run_name",
+    "dump_hlo_local_module_name", "dump_hlo_module_name", "base_output_directory"
+})  # fmt: skip
+"""Keys with a non-null default that take null (``key=`` reads as null), or that MaxText
+fills in when null (run_name, base_output_directory, ...)."""
+
+UNTYPED = frozenset(
+    {"logical_axis_rules", "data_sharding", "logical_axis_rules_for_eval", "constant_bound_config"}
+)
+FLOAT_DESPITE_INT_DEFAULT = frozenset({"muon_weight_decay", "decode_sampling_nucleus_p"})
+LIST_ALLOWED = frozenset({"image_size_for_vit", "train_image_column", "eval_image_column"})
+STRING_TO_LIST = frozenset(
+    {"train_data_columns", "eval_data_columns", "trainable_parameters_mask", "adamw_mask"}
+)
+MODELS_WITHOUT_FILE = frozenset(
+    {"deepseek3-671b-lineage", "maxtext-omni-gemma3-qwen3", "qwen3.5-35b-fp8"}
+)
+"""In ``ModelName`` with no models/<name>.yml: MaxText trains base.yml's default shapes."""
+MODELS_INSTRUCT = frozenset({"llama3.1-8b-Instruct", "llama3.1-70b-Instruct"})
+MODELS_REJECTED = frozenset({"llama3-405b"})
+"""A models/<name>.yml that ``ModelName`` does not list: pydantic refuses the name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rename:
+    targets: tuple[str, ...]
+    note: str
+
+
+RENAMES: Mapping[str, Rename] = {
+    "weight_decay": Rename(("adam_weight_decay", "muon_weight_decay"), "AdamW's / Muon's"),
+    "fsdp_shard_on_exp": Rename(("shard_exp_on_fsdp",), "renamed in MaxText"),
+    "enable_profiler": Rename(("profiler",), "profiler=xplane turns the profiler on"),
+    "base_num_heads": Rename(("base_num_query_heads",), "older MaxText name"),
+    "num_heads": Rename(("base_num_query_heads",), "MaxText name"),
+    "weights_dtype": Rename(("weight_dtype",), "MaxDiffusion's name"),
+    "activations_dtype": Rename(("dtype",), "MaxDiffusion's name"),
+    "output_dir": Rename(("base_output_directory",), "MaxDiffusion's name"),
+    "max_train_steps": Rename(("steps",), "MaxDiffusion's name"),
+    "train_data_dir": Rename(("dataset_path",), "MaxDiffusion's name"),
+    "max_steps": Rename(("steps",), "Hugging Face name"),
+    "lr": Rename(("learning_rate",), "MaxText name"),
+    "batch_size": Rename(("per_device_batch_size",), "MaxText counts per device"),
+    "seq_len": Rename(("max_target_length",), "MaxText name"),
+    "max_seq_len": Rename(("max_target_length",), "MaxText name"),
+    "max_seq_length": Rename(("max_target_length",), "MaxText name"),
+    "sequence_length": Rename(("max_target_length",), "MaxText name"),
+    "num_layers": Rename(("base_num_decoder_layers",), "MaxText name"),
+    "num_hidden_layers": Rename(("base_num_decoder_layers",), "Hugging Face name"),
+    "hidden_size": Rename(("base_emb_dim",), "Hugging Face name"),
+    "intermediate_size": Rename(("base_mlp_dim",), "Hugging Face name"),
+    "num_attention_heads": Rename(("base_num_query_heads",), "Hugging Face name"),
+    "num_key_value_heads": Rename(("base_num_kv_heads",), "Hugging Face name"),
+    "warmup_steps": Rename(("warmup_steps_fraction",), "MaxText takes a fraction of steps"),
+    "gradient_accumulation": Rename(("gradient_accumulation_steps",), "MaxText name"),
+    "optimizer": Rename(("opt_type",), "MaxText name"),
+}
+"""Keys people pass that MaxText 0.2.5 knows under another name (seed 001: weight_decay)."""
+
+# ---- values as MaxText reads them -----------------------------------------------------------
+_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*")
+_WORDS: Mapping[str, Any] = {
+    **dict.fromkeys(("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"), True),
+    **dict.fromkeys(("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("null", "Null", "NULL", "~"), None),
+}
+_BOOL_TEXT = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
+def cli_value(text: str) -> Any:
+    """``key=text`` typed as OmegaConf's ``from_cli`` types it (empty → null, ``1e-5`` → float)."""
+    if text == "":
+        return None
+    if text in _WORDS:
+        return _WORDS[text]
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if _PLAIN.fullmatch(text):
+        return text
+    value = parse_value(text)
+    if isinstance(value, date):
+        return text
+    if isinstance(value, str) and _FLOAT.fullmatch(value):
+        return float(value)
+    return value
+
+
+def maxtext_input(value: Any) -> Any:
+    """What pydantic receives: MaxText turns the string ``none`` (any case) into null."""
+    return None if isinstance(value, str) and value.lower() == "none" else value
+
+
+def _kind(default: Any) -> str:
+    if default is None or (isinstance(default, str) and default.lower() == "none"):
+        return ""
+    for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if isinstance(default, types):
+            return kind
+    if isinstance(default, list):
+        return "list"
+    return "dict" if isinstance(default, dict) else ""
+
+
+_WORD = {"bool": "boolean", "int": "integer", "float": "number", "str": "string"}
+_WORD |= {"list": "list", "dict": "dictionary"}
+
+
+def expected_kind(key: str, default: Any) -> str:
+    """bool, int, float, str, list, dict, or "" (no check) for ``key``."""
+    if key in UNTYPED:
+        return ""
+    return "float" if key in FLOAT_DESPITE_INT_DEFAULT else _kind(default)
+
+
+def type_problem(key: str, value: Any, default: Any) -> str | None:
+    """Pydantic's complaint about ``value`` for ``key`` (whose base.yml default is ``default``)."""
+    kind = expected_kind(key, default)
+    if not kind or (key in LIST_ALLOWED and isinstance(value, list)):
+        return None
+    plain = f"Input should be a valid {_WORD[kind]}"
+    if value is None:
+        return None if key in NULLABLE else plain
+    if kind == "bool":
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+            return None
+        if isinstance(value, str) and value.lower() in _BOOL_TEXT:
+            return None
+        return plain if isinstance(value, (list, dict)) else plain + ", unable to interpret input"
+    if kind in ("int", "float"):
+        return _number_problem(kind, value, plain)
+    if kind == "str":
+        return None if isinstance(value, str) else plain
+    if kind == "list":
+        to_list = isinstance(value, str) and key in STRING_TO_LIST
+        return None if isinstance(value, list) or to_list else plain
+    return None if isinstance(value, dict) else plain
+
+
+def _number_problem(kind: str, value: Any, plain: str) -> str | None:
+    if isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        if kind == "float" or value.is_integer():
+            return None
+        return plain + ", got a number with a fractional part"
+    if isinstance(value, str):
+        try:
+            int(value) if kind == "int" else float(value)
+        except ValueError:
+            what = "an integer" if kind == "int" else "a number"
+            return f"{plain}, unable to parse string as {what}"
+        return None
+    return plain
+
+
+# ---- the index of names (built once per base.yml) -------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Index:
+    known: frozenset[str]
+    ordered: tuple[str, ...]
+    """Derived values first, as MaxText lists them, then base.yml's keys, then the rest."""
+    same_words: Mapping[frozenset[str], tuple[str, ...]]
+    """Names by their set of ``_``-separated words (``fsdp_shard_on_exp`` → shard_exp_on_fsdp)."""
+    by_word: Mapping[str, frozenset[str]]
+    memo: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _index(base_keys: tuple[str, ...]) -> _Index:
+    ordered = (*DERIVED, *base_keys, *sorted(ACCEPTED_BEYOND_BASE))
+    same: dict[frozenset[str], list[str]] = {}
+    by_word: dict[str, set[str]] = {}
+    for name in ordered:
+        same.setdefault(frozenset(name.split("_")), []).append(name)
+        for word in name.split("_"):
+            by_word.setdefault(word, set()).add(name)
+    return _Index(
+        frozenset(ordered),
+        ordered,
+        {k: tuple(v) for k, v in same.items()},
+        {k: frozenset(v) for k, v in by_word.items()},
+    )
+
+
+def suggestions(key: str, index: _Index) -> tuple[str, ...]:
+    """Known names ``key`` may have meant: the rename table, the same words, close spellings."""
+    if key not in index.memo:
+        out = [t for t in RENAMES[key].targets if t in index.known] if key in RENAMES else []
+        out += index.same_words.get(frozenset(key.split("_")), ())
+        sharing = set().union(*(index.by_word.get(w, ()) for w in key.split("_")))
+        near = sharing or {n for n in index.ordered if abs(len(n) - len(key)) <= 2}
+        out += difflib.get_close_matches(key, sorted(near), n=3, cutoff=0.8)
+        index.memo[key] = tuple(dict.fromkeys(n for n in out if n != key))[:4]
+    return index.memo[key]
+
+
+def _banner(key: str, index: _Index) -> str:
+    head = ", ".join(repr(n) for n in index.ordered[:2])
+    return f"MAXTEXT CONFIG ERROR: {key!r} not in {head}, … ({len(index.known)} names)"
+
+
+# ---- the fast checks ------------------------------------------------------------------------
+_OTHER_VERSION = (
+    " (a key with no counterpart may belong to another MaxText version: drop it, or run the "
+    "image of the version the recipe was written for)"
+)
+
+
+def _rename_fix(key: str, text: str, options: Sequence[str], args: Mapping[str, str]) -> str:
+    if not options:
+        return f"drop {key}"
+    if options[0] in args:
+        return f"drop {key} ({options[0]} is already set)"
+    return f"{key}={text} → {options[0]}={text}"
+
+
+def check_keys(args: Mapping[str, str], index: _Index) -> list[Finding]:
+    """Unknown keys (with suggestions), nested fields set bare, and derived values set."""
+    unknown: list[str] = []
+    fixes: list[str] = []
+    derived: list[str] = []
+    for key, text in args.items():
+        head, dot, tail = key.partition(".")
+        section = next((s for s, names in NESTED.items() if key in names), None)
+        if dot and head in NESTED and tail in NESTED[head]:
+            continue
+        if section:
+            unknown.append(
+                f"{key} (a {section} setting: pydantic answers `Extra inputs are not permitted`)"
+            )
+            fixes.append(f"{key}={text} → {section}.{key}={text}")
+        elif dot or key not in index.known:
+            name = head if dot else key
+            options = suggestions(name, index)
+            note = f" ({RENAMES[name].note})" if name in RENAMES else ""
+            unknown.append(f"{name}" + (f" → {' or '.join(options)}{note}" if options else ""))
+            fixes.append(_rename_fix(key, text, options, args))
+        elif key in DERIVED:
+            derived.append(key)
+    findings: list[Finding] = []
+    if unknown:
+        first = unknown[0].split(" ")[0]
+        findings.append(
+            Finding(
+                f"{NAME} keys",
+                Level.FAIL,
+                f"{_banner(first, index)} — MaxText {MAXTEXT.version} stops at the first unknown "
+                f"key; {len(unknown)} here: {'; '.join(unknown)}",
+                fix="; ".join(fixes)
+                + (_OTHER_VERSION if any(f.startswith("drop ") for f in fixes) else ""),
+            )
+        )
+    else:
+        findings.append(
+            Finding(
+                f"{NAME} keys",
+                Level.PASS,
+                f"every key ({len(args)}) is a MaxText {MAXTEXT.version} setting",
+            )
+        )
+    if derived:
+        instead = sorted({DERIVED[k] for k in derived if DERIVED[k]})
+        findings.append(
+            Finding(
+                f"{NAME} derived keys",
+                Level.WARN,
+                f"{', '.join(derived)}: MaxText accepts the name but computes the value; what the "
+                "command gives is replaced",
+                fix="drop them" + (f" and set {', '.join(instead)} instead" if instead else ""),
+            )
+        )
+    return findings
+
+
+def check_types(args: Mapping[str, str], base: Mapping[str, Any]) -> list[Finding]:
+    """Each value against the type of its base.yml default, as pydantic (lax mode) judges it."""
+    problems: list[str] = []
+    fixes: list[str] = []
+    for key, text in args.items():
+        if key not in base:
+            continue
+        problem = type_problem(key, maxtext_input(cli_value(text)), base[key])
+        if problem:
+            problems.append(
+                f"{key}={text}: {problem}"
+                + (" (an empty value reads as null)" if text == "" else "")
+            )
+            word = _WORD[expected_kind(key, base[key])]
+            article = "an" if word[0] in "aeiou" else "a"
+            fixes.append(f"{key} takes {article} {word} (base.yml: {key}: {base[key]!r})")
+    if problems:
+        return [
+            Finding(
+                f"{NAME} types",
+                Level.FAIL,
+                "MAXTEXT CONFIG ERROR: validation error for MaxTextConfig — " + "; ".join(problems),
+                fix="; ".join(fixes),
+            )
+        ]
+    return [Finding(f"{NAME} types", Level.PASS, "every value has the type MaxText expects")]
+
+
+def model_file(name: str) -> str:
+    """The models/<file>.yml MaxText reads for ``name`` (it drops ``-Instruct``)."""
+    return name.replace("-Instruct", "")
+
+
+def accepted_models(configs: MaxTextConfigs) -> list[str]:
+    files = set(configs.model_names()) - MODELS_REJECTED
+    return sorted(files | MODELS_WITHOUT_FILE | MODELS_INSTRUCT | {"default"})
+
+
+def check_model(configs: MaxTextConfigs, args: Mapping[str, str]) -> list[Finding]:
+    """The model name, and model-file keys the command sets without ``override_model_config``."""
+    name = str(cli_value(args.get("model_name", "default")))
+    if name == "default":
+        return [Finding(f"{NAME} model", Level.PASS, "model_name=default: base.yml's shapes")]
+    has_file = (configs.root / "models" / f"{model_file(name)}.yml").is_file()
+    accepted = (
+        name in MODELS_WITHOUT_FILE
+        or name in MODELS_INSTRUCT
+        or (has_file and name == model_file(name) and name not in MODELS_REJECTED)
+    )
+    if not accepted:
+        names = accepted_models(configs)
+        close = difflib.get_close_matches(name, names, n=4, cutoff=0.6)
+        return [
+            Finding(
+                f"{NAME} model",
+                Level.FAIL,
+                f"MAXTEXT CONFIG ERROR: model_name: Input should be 'default', 'llama2-7b', … "
+                f"({len(names)} names) [type=literal_error, input_value={name!r}]",
+                fix=f"use {' or '.join(close) if close else 'a model MaxText lists'} "
+                f"(MaxText {MAXTEXT.version} knows {len(names)}: {', '.join(names[:8])}, …)",
+            )
+        ]
+    if not has_file:
+        return [
+            Finding(
+                f"{NAME} model",
+                Level.WARN,
+                f"MaxText accepts model_name={name} but has no models/{name}.yml: it logs "
+                f"`Model config for '{name}' not found` and trains base.yml's default shapes",
+                fix="set the model's shapes on the command line with override_model_config=true, "
+                "or pick a model with a file",
+            )
+        ]
+    model = configs.model(model_file(name))
+    return [
+        Finding(f"{NAME} model", Level.PASS, f"model {name} (models/{model_file(name)}.yml)"),
+        *_model_keys(name, model, args),
+    ]
+
+
+def _model_keys(name: str, model: Mapping[str, Any], args: Mapping[str, str]) -> list[Finding]:
+    given = [k for k in args if k in model and k != "model_name"]
+    if not given:
+        return []
+    override = bool(cli_value(args.get("override_model_config", "false")))
+    differ = [k for k in given if cli_value(args[k]) != _file_value(model[k])]
+    if override or not differ:
+        why = "override_model_config is set" if override else "each repeats the file's value"
+        return [
+            Finding(
+                f"{NAME} model keys", Level.PASS, f"{', '.join(given)} also in {name}.yml; {why}"
+            )
+        ]
+    shown = ", ".join(f"{k}={args[k]} ({name}.yml: {model[k]!r})" for k in differ)
+    return [
+        Finding(
+            f"{NAME} model keys",
+            Level.FAIL,
+            f"MAXTEXT CONFIG ERROR: Keys {differ!r} are overridden by both model config and "
+            "CLI/kwargs with different values.This is not allowed, unless setting "
+            f"`override_model_config=True`. Here: {shown}",
+            fix=f"add override_model_config=true to use the command's values, or drop "
+            f"{', '.join(differ)} to keep {name}'s",
+        )
+    ]
+
+
+def _file_value(value: Any) -> Any:
+    """A model-file value as OmegaConf loads it (``1e-5`` is a float there, a string to PyYAML)."""
+    return float(value) if isinstance(value, str) and _FLOAT.fullmatch(value) else value
+
+
+def check_static(
+    request: MaxTextRequest, configs: MaxTextConfigs, _effective: Mapping[str, Any] | None = None
+) -> list[Finding]:
+    """Every fast MaxText-configuration finding for one command (pure: reads the files only)."""
+    index = _index(tuple(configs.base))
+    return [
+        *check_keys(request.args, index),
+        *check_types(request.args, configs.base),
+        *check_model(configs, request.args),
+    ]
+
+
+# ---- the runtime check: MaxText's own pyconfig ----------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PyconfigVerdict:
+    """MaxText's answer for one command."""
+
+    ok: bool
+    error_type: str = ""
+    """``ValueError`` (unknown key, model keys), ``ValidationError`` (types, names), ..."""
+    message: str = ""
+    """MaxText's message, without the list of every accepted name."""
+    key: str = ""
+    """The key MaxText names, when it names one."""
+    seconds: float = 0.0
+    derived: Mapping[str, Any] = field(default_factory=dict)
+    """Values MaxText computed (num_target_devices, global_batch_size_to_train_on, ...)."""
+
+
+def probe_spec(request: MaxTextRequest, ident: str) -> dict[str, Any]:
+    """One configuration of the probe's payload (JSON: argv words, never a shell string)."""
+    return {
+        "id": ident,
+        "base_config": request.base_config,
+        "args": [f"{key}={value}" for key, value in request.args.items()],
+        "compile_topology": request.slice.device_type_number,
+        "devices": request.devices_per_slice,
+        "num_slices": request.num_slices,
+    }
+
+
+def run_pyconfig(
+    requests: Sequence[MaxTextRequest], runner: CommandRunner, python: Path | None = None
+) -> list[PyconfigVerdict]:
+    """MaxText's verdict on each command, from one probe process (MaxText is imported once)."""
+    from tpu_trainer.runtime.probe import ProbeError, run_probe
+
+    if python is None:
+        if not is_installed(MAXTEXT):
+            raise RuntimeSetupError(
+                f"the MaxText {MAXTEXT.version} runtime is not installed",
+                fix="run `tpu-trainer runtime install maxtext` (about 8 minutes, 2.8 GB)",
+            )
+        python = runtime_python(MAXTEXT)
+    payload = {"configs": [probe_spec(r, str(i)) for i, r in enumerate(requests)]}
+    answer = run_probe(
+        runner, python, "pyconfig_probe", payload, timeout=180.0 + 30.0 * len(requests)
+    )
+    results = answer.get("results", [])
+    if answer.get("error") or len(results) != len(requests):
+        raise ProbeError(
+            f"MaxText's pyconfig probe stopped: {answer.get('error') or 'answers missing'}",
+            fix="reinstall the runtime (`tpu-trainer runtime install maxtext`) and run the check again",
+        )
+    return [
+        PyconfigVerdict(
+            ok=bool(r.get("ok")),
+            error_type=str(r.get("error_type", "")),
+            message=str(r.get("message", "")),
+            key=str(r.get("key", "")),
+            seconds=float(r.get("seconds", 0.0)),
+            derived=dict(r.get("derived") or {}),
+        )
+        for r in results
+    ]
+
+
+def _one_line(message: str) -> str:
+    """Pydantic's layout (header, then a location line and an indented error) on one line."""
+    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
+    if not lines or not re.fullmatch(r"\d+ validation errors? for \w+", lines[0]):
+        return " ".join(line.strip() for line in lines)
+    errors: list[str] = []
+    where = ""
+    for line in lines[1:]:
+        if line.startswith(" "):
+            errors.append(f"{where}: {line.strip()}" if where else line.strip())
+            where = ""
+        else:
+            where = line.strip()
+    return f"{lines[0]}: " + "; ".join(errors)
+
+
+def verdict_findings(verdict: PyconfigVerdict) -> list[Finding]:
+    """A MaxText verdict as a finding whose fix names the next step."""
+    if verdict.ok:
+        shown = ", ".join(
+            f"{k}={verdict.derived[k]}"
+            for k in ("num_target_devices", "global_batch_size_to_train_on", "emb_dim")
+            if k in verdict.derived
+        )
+        return [
+            Finding(
+                RUNTIME_NAME,
+                Level.PASS,
+                f"MaxText {MAXTEXT.version}'s pyconfig accepts the command"
+                + (f" ({shown})" if shown else ""),
+            )
+        ]
+    message = _one_line(verdict.message)
+    if "override_model_config" in message:
+        fix = f"add override_model_config=true, or drop {verdict.key or 'the model keys'}"
+    elif verdict.key in RENAMES:
+        fix = f"rename {verdict.key} to {' or '.join(RENAMES[verdict.key].targets)}"
+    elif "not in MaxText's list" in message:
+        fix = f"drop {verdict.key} or use its MaxText {MAXTEXT.version} name (`tpu-trainer check --fast` suggests one)"
+    else:
+        fix = f"correct {verdict.key or 'the setting MaxText names'}, then run the check again"
+    return [
+        Finding(
+            RUNTIME_NAME,
+            Level.FAIL,
+            f"MAXTEXT CONFIG ERROR ({verdict.error_type}): {message}",
+            fix=fix,
+        )
+    ]
+
+
+def check_runtime(
+    request: MaxTextRequest, runner: CommandRunner, python: Path | None = None
+) -> list[Finding]:
+    """MaxText's own pyconfig on the command (seconds: MaxText's import dominates)."""
+    try:
+        verdict = run_pyconfig([request], runner, python)[0]
+    except TpuTrainerError as e:
+        return [
+            Finding(
+                RUNTIME_NAME,
+                Level.WARN,
+                f"MaxText's pyconfig could not be asked: {e.message}",
+                e.fix,
+            )
+        ]
+    return verdict_findings(verdict)
