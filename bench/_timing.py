@@ -22,20 +22,20 @@ def cli_path() -> Path:
     return Path(found)
 
 
-def time_command(argv: list[str]) -> float:
+def time_command(argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> float:
     """Wall time in seconds of one run of ``argv`` (stdout discarded); exit on failure."""
     start = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
+    if done.returncode not in ok_codes:
         sys.stderr.write(done.stderr.decode(errors="replace"))
         raise SystemExit(f"{shlex.join(argv)} exited with {done.returncode}")
     return elapsed
 
 
-def time_runs(argv: list[str], runs: int) -> list[float]:
+def time_runs(argv: list[str], runs: int, ok_codes: tuple[int, ...] = (0,)) -> list[float]:
     """Wall times in seconds of ``runs`` sequential runs of ``argv``."""
-    return [time_command(argv) for _ in range(runs)]
+    return [time_command(argv, ok_codes) for _ in range(runs)]
 
 
 def median(values: list[float]) -> float:

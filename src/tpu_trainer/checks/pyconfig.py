@@ -298,6 +298,11 @@ def _rename_fix(key: str, text: str, options: Sequence[str], args: Mapping[str, 
         return f"drop {key}"
     if options[0] in args:
         return f"drop {key} ({options[0]} is already set)"
+    rename = RENAMES.get(key)
+    if rename is not None and len(rename.targets) > 1:
+        wanted = [t for t in rename.targets if t in options and t not in args]
+        words = " ".join(f"{t}={text}" for t in wanted)
+        return f"{key}={text} → {words} ({rename.note}: set the ones your optimizer reads)"
     return f"{key}={text} → {options[0]}={text}"
 
 

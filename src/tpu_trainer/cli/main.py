@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from tpu_trainer import __version__
 from tpu_trainer.cli import (
+    check_cmd,
     collect_cmd,
     config_cmd,
     diagnose_cmd,
@@ -37,6 +38,7 @@ app.command("scripts")(plan_cmd.scripts)
 app.command("slice")(slice_cmd.slice_info)
 app.command("train")(train_cmd.train)
 app.command("resume")(train_cmd.resume)
+app.command("check")(check_cmd.check)
 app.command("preflight")(ops_cmd.preflight)
 app.command("cleanup")(ops_cmd.cleanup)
 app.command("gc")(ops_cmd.gc)

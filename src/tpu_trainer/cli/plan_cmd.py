@@ -113,9 +113,10 @@ def plan(
 
         typer.echo(json.dumps(plan_json(p), indent=2))
         return
+    from tpu_trainer.checks.run import fast_findings
     from tpu_trainer.cli.render_plan import render_plan
 
-    render_plan(p)
+    render_plan(p, findings=fast_findings(p).findings)
 
 
 def scripts(

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from tpu_trainer.plan.plan import Level, Plan
+from tpu_trainer.plan.plan import Finding, Level, Plan
 from tpu_trainer.plan.scripts import submitted_argv
 
 _STYLE = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
 
 
-def render_plan(plan: Plan, console: Console | None = None) -> None:
+def render_plan(
+    plan: Plan, console: Console | None = None, findings: Sequence[Finding] | None = None
+) -> None:
+    """Print the plan; ``findings`` (the pre-flight checks) replace the plan's own if given."""
     out = console or Console()
     s = plan.slice
     out.print(f"[bold]{plan.model}[/] from {plan.recipe_script}")
@@ -70,12 +75,18 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         before = c.before if c.before is not None else "(absent)"
         out.print(f"  changed {c.key}: {before} -> {c.after} ({c.why})")
 
-    if plan.findings:
+    shown = plan.findings if findings is None else findings
+    if shown:
         checks = Table(title="Checks", show_header=True)
         for col in ("check", "status", "message", "fix"):
             checks.add_column(col)
-        for f in plan.findings:
-            checks.add_row(f.name, f"[{_STYLE[f.status]}]{f.status.value}[/]", f.message, f.fix)
+        for f in shown:
+            checks.add_row(
+                escape(f.name),
+                f"[{_STYLE[f.status]}]{f.status.value}[/]",
+                escape(f.message),
+                escape(f.fix),
+            )
         out.print(checks)
 
     out.print("[bold]Files it would write[/]")

@@ -1,0 +1,121 @@
+"""All pre-flight checks of one plan, in the order a user reads them.
+
+Fast checks are pure and read only files (MaxText's configuration files, the recipe folder,
+local data); the runtime checks ask MaxText and JAX themselves in the runtime (seconds); the AOT
+check compiles the train step for the target topology (minutes, then cached).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
+from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.plan.plan import Finding, Level, Plan
+from tpu_trainer.plan.recipe import Framework
+
+FastCheck = Callable[[MaxTextRequest, MaxTextConfigs, Mapping[str, Any]], list[Finding]]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    findings: tuple[Finding, ...]
+    seconds: Mapping[str, float] = field(default_factory=dict)
+    """Wall time of each group of checks."""
+
+    @property
+    def failed(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.status is Level.FAIL)
+
+    @property
+    def warned(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.status is Level.WARN)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checks": [
+                {"name": f.name, "status": f.status.value, "message": f.message, "fix": f.fix}
+                for f in self.findings
+            ]
+        }
+
+
+def _fast_checks() -> list[tuple[str, FastCheck]]:
+    from tpu_trainer.checks import data, mesh, pyconfig, sharding
+    from tpu_trainer.checks import memory_estimate as estimate
+
+    def data_check(req: MaxTextRequest, _: MaxTextConfigs, eff: Mapping[str, Any]) -> list[Finding]:
+        return data.check_data(eff, req.devices_per_slice, req.num_slices, base=Path.cwd())
+
+    return [
+        ("maxtext-config", pyconfig.check_static),
+        ("mesh", mesh.check_mesh),
+        ("sharding", sharding.check_sharding),
+        ("memory-fit (estimate)", estimate.check_estimate),
+        ("data", data_check),
+    ]
+
+
+def fast_findings(plan: Plan, configs: MaxTextConfigs | None = None) -> CheckReport:
+    """The plan's own findings, recipe sanity, and every fast check of the MaxText command."""
+    from tpu_trainer.checks.recipe_sanity import check_recipe
+
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    findings = [*plan.findings, *check_recipe(plan)]
+    seconds["recipe"] = time.perf_counter() - started
+    if plan.recipe.framework is not Framework.MAXTEXT:
+        findings.append(
+            Finding(
+                "maxtext-checks",
+                Level.WARN,
+                f"a {plan.recipe.framework.value} recipe: the MaxText configuration, mesh, "
+                "sharding, memory and data checks do not apply",
+            )
+        )
+        return CheckReport(tuple(findings), seconds)
+    try:
+        configs = configs or MaxTextConfigs.load()
+    except TpuTrainerError as e:
+        findings.append(Finding("maxtext-config", Level.WARN, e.message, e.fix))
+        return CheckReport(tuple(findings), seconds)
+    request = MaxTextRequest.from_plan(plan)
+    try:
+        effective: Mapping[str, Any] | None = configs.effective(request.args)
+    except TpuTrainerError:
+        effective = None  # an unknown model: the configuration check says which names exist
+    for name, check in _fast_checks():
+        started = time.perf_counter()
+        if effective is None and name != "maxtext-config":
+            continue
+        findings += check(request, configs, effective or {})
+        seconds[name] = time.perf_counter() - started
+    return CheckReport(tuple(findings), seconds)
+
+
+def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
+    """Checks that ask MaxText and JAX in the runtime (and the AOT compile when asked)."""
+    from tpu_trainer.checks import aot as aot_check
+    from tpu_trainer.checks import mesh, pyconfig
+
+    if plan.recipe.framework is not Framework.MAXTEXT:
+        return CheckReport(())
+    request = MaxTextRequest.from_plan(plan)
+    seconds: dict[str, float] = {}
+    findings: list[Finding] = []
+    steps: list[tuple[str, Callable[[], Sequence[Finding]]]] = [
+        ("maxtext-config (MaxText pyconfig)", lambda: pyconfig.check_runtime(request, runner)),
+        ("mesh (JAX)", lambda: mesh.check_mesh_runtime(request, runner)),
+    ]
+    if aot:
+        steps.append(("memory-fit (AOT)", lambda: aot_check.check_aot(request, runner)))
+    for name, step in steps:
+        started = time.perf_counter()
+        findings += step()
+        seconds[name] = time.perf_counter() - started
+    return CheckReport(tuple(findings), seconds)

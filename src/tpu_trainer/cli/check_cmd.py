@@ -1,0 +1,128 @@
+"""``tpu-trainer check``: what would waste TPU hours, found on this machine before submitting."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tpu_trainer.cli import plan_cmd
+from tpu_trainer.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    PrecisionOpt,
+    RequestArg,
+    SeqOpt,
+    TopologyOpt,
+    VariantOpt,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tpu_trainer.checks.run import CheckReport
+
+AotOpt = Annotated[
+    bool,
+    typer.Option(
+        "--aot",
+        help="Also compile the train step for the target topology on this CPU (MaxText's "
+        "train_compile) and report the memory it needs per device; cached.",
+    ),
+]
+FastOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fast", help="Only the instant checks (no MaxText or JAX started in the runtime)."
+    ),
+]
+
+
+def check(
+    request: RequestArg,
+    config: ConfigOpt = None,
+    precision: PrecisionOpt = None,
+    topology: TopologyOpt = None,
+    seq: SeqOpt = None,
+    variant: VariantOpt = None,
+    sets: plan_cmd.SetOpt = None,
+    vars_: plan_cmd.VarOpt = None,
+    num_slices: plan_cmd.SlicesOpt = None,
+    zone: plan_cmd.ZoneOpt = None,
+    aot: AotOpt = False,
+    fast: FastOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a recipe before asking for capacity: MaxText configuration, mesh, sharding, memory
+    fit, data, recipe sanity. Exits 1 when a check fails."""
+    from tpu_trainer.app.planning import Request, plan_request
+    from tpu_trainer.app.resolve import Filters
+    from tpu_trainer.checks.run import CheckReport, fast_findings, runtime_findings
+
+    plan = plan_request(
+        Request(request, Filters(precision, topology, seq, variant), config),
+        plan_cmd._options(sets, vars_, True, 3, 5, None, num_slices, zone),
+    )
+    report = fast_findings(plan)
+    if not fast:
+        from tpu_trainer.infra.runner import SubprocessRunner
+        from tpu_trainer.runtime.manager import MAXTEXT, is_installed
+
+        if is_installed(MAXTEXT) or aot:
+            extra = runtime_findings(plan, SubprocessRunner(), aot=aot)
+            report = CheckReport(
+                report.findings + extra.findings, {**report.seconds, **extra.seconds}
+            )
+        else:
+            from tpu_trainer.plan.plan import Finding, Level
+
+            report = CheckReport(
+                (
+                    *report.findings,
+                    Finding(
+                        "runtime-checks",
+                        Level.WARN,
+                        f"the {MAXTEXT.key} runtime is not installed: MaxText's own "
+                        "configuration check and JAX's mesh mapping were not run",
+                        fix="`tpu-trainer runtime install maxtext` (once, ~8 min), then check again",
+                    ),
+                ),
+                report.seconds,
+            )
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        render_checks(report)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def render_checks(
+    report: CheckReport, console: Console | None = None, title: str = "Checks"
+) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tpu_trainer.plan.plan import Level
+
+    style = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
+    out = console or Console()
+    table = Table(title=title, show_header=True)
+    for col in ("check", "status", "message", "fix"):
+        table.add_column(col)
+    for f in report.findings:
+        table.add_row(
+            escape(f.name),
+            f"[{style[f.status]}]{f.status.value}[/]",
+            escape(f.message),
+            escape(f.fix),
+        )
+    out.print(table)
+    failed, warned = len(report.failed), len(report.warned)
+    total = sum(report.seconds.values())
+    out.print(
+        f"{len(report.findings)} checks: {failed} failed, {warned} warnings ({total:.2f} s)",
+        style="bold red" if failed else "bold green",
+    )
