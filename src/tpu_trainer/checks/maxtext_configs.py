@@ -7,6 +7,7 @@ They come from the installed MaxText runtime; without it, from the MaxText wheel
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -53,6 +54,8 @@ def _fetch_wheel_configs(env: dict[str, str] | None) -> Path:
                 "pip",
                 "download",
                 "--no-deps",
+                "--only-binary=:all:",
+                f"--python-version={MAXTEXT.python}",
                 "--disable-pip-version-check",
                 "--dest",
                 str(download),
@@ -74,6 +77,7 @@ def _fetch_wheel_configs(env: dict[str, str] | None) -> Path:
             for name in wheel.namelist():
                 if name.startswith("maxtext/configs/") and name.endswith(".yml"):
                     wheel.extract(name, root)
+        shutil.rmtree(download, ignore_errors=True)
         return target
 
 

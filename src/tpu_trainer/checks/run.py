@@ -61,8 +61,13 @@ def _fast_checks() -> list[tuple[str, FastCheck]]:
     ]
 
 
-def fast_findings(plan: Plan, configs: MaxTextConfigs | None = None) -> CheckReport:
-    """The plan's own findings, recipe sanity, and every fast check of the MaxText command."""
+def fast_findings(
+    plan: Plan, configs: MaxTextConfigs | None = None, *, fetch: bool = True
+) -> CheckReport:
+    """The plan's own findings, recipe sanity, and every fast check of the MaxText command.
+
+    Without the runtime, MaxText's configuration files come from its wheel (downloaded once)
+    when ``fetch``; otherwise the MaxText checks are reported as not run."""
     from tpu_trainer.checks.recipe_sanity import check_recipe
 
     seconds: dict[str, float] = {}
@@ -80,7 +85,7 @@ def fast_findings(plan: Plan, configs: MaxTextConfigs | None = None) -> CheckRep
         )
         return CheckReport(tuple(findings), seconds)
     try:
-        configs = configs or MaxTextConfigs.load()
+        configs = configs or MaxTextConfigs.load(fetch=fetch)
     except TpuTrainerError as e:
         findings.append(Finding("maxtext-config", Level.WARN, e.message, e.fix))
         return CheckReport(tuple(findings), seconds)

@@ -116,7 +116,7 @@ def plan(
     from tpu_trainer.checks.run import fast_findings
     from tpu_trainer.cli.render_plan import render_plan
 
-    render_plan(p, findings=fast_findings(p).findings)
+    render_plan(p, findings=fast_findings(p, fetch=False).findings)
 
 
 def scripts(
