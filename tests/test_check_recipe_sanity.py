@@ -17,7 +17,7 @@ from tpu_trainer.plan.plan import ArgChange, Level
 FP8 = {
     "quantization": "fp8_full",
     "use_qwix_quantization": "True",
-    "wi_tile_fwd_batch_seq": "512",
+    "act_quantization_calibration_method": "fixed,-224,224",
 }
 
 
