@@ -4,21 +4,36 @@ same follow -> metrics -> report -> store path as a run on TPUs."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.app.gke_run import RunOutcome
-from tpu_trainer.app.results import Versions, record_results
+from tpu_trainer.app.results import (
+    Recorded,
+    Versions,
+    metrics_from_log,
+    record_results,
+    report_to_json,
+    run_report,
+    store_metrics,
+    write_report,
+)
 from tpu_trainer.app.services import new_run_id
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
+from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
+from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.diagnose import LiveScanner, Match
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.plan_json import plan_json
+from tpu_trainer.plan.scale_down import ScaledArgs, scale_down
+from tpu_trainer.plan.shell_words import Lit, Word
+from tpu_trainer.plan.slices import Slice
 from tpu_trainer.runtime.manager import MAXTEXT, install
 from tpu_trainer.store.db import RunStatus, RunStore
 
@@ -57,6 +72,22 @@ def local_args(plan: Plan, run_dir: Path, run_id: str) -> list[str]:
     ]
 
 
+CPU_SLICE = Slice.parse("cpu-1")
+
+
+def scaled_args(plan: Plan, configs: MaxTextConfigs | None = None) -> ScaledArgs:
+    """The plan's MaxText arguments scaled down for this CPU, read against MaxText's own
+    configuration files (the installed runtime's, else the wheel's); ``--set`` keys are kept."""
+    configs = configs or MaxTextConfigs.load()
+    request = MaxTextRequest.from_plan(plan)
+    return scale_down(
+        [plan.expand(a) for a in plan.program_arg_texts],
+        configs.effective(request.args),
+        configs.keys,
+        fixed={c.key for c in plan.arg_changes if c.why == "--set"},
+    )
+
+
 @dataclass
 class LocalRun:
     store: RunStore
@@ -67,13 +98,35 @@ class LocalRun:
     lang: str = "zh"
     run_id: str = field(default_factory=new_run_id)
     versions: Versions = field(default_factory=Versions)
+    scaled: ScaledArgs | None = None
+    """A TPU recipe's arguments scaled down for this CPU (``--scale-down``); the run is then
+    recorded on cpu-1, its report says so."""
 
     @property
     def run_dir(self) -> Path:
         return self.store.path.parent / "runs" / self.run_id
 
+    @property
+    def cpu_plan(self) -> Plan:
+        """The plan as it runs here: a scaled-down run is a cpu-1 run of the same model with
+        the scaled arguments (what its metrics and report are computed from)."""
+        if self.scaled is None:
+            return self.plan
+        words = tuple(Word((Lit(text),), 0) for text in self.scaled.args)
+        return replace(self.plan, slice=CPU_SLICE, num_slices=1, program_args=words)
+
+    def _stored_plan(self) -> dict[str, object]:
+        stored: dict[str, object] = dict(plan_json(self.plan))
+        if self.scaled is not None:
+            stored["scale_down"] = {
+                "from_device_type": self.plan.slice.device_type,
+                "from_num_slices": self.plan.num_slices,
+                **self.scaled.to_json(),
+            }
+        return stored
+
     def start(self) -> RunOutcome:
-        plan = self.plan
+        plan = self.cpu_plan
         self.store.create_run(
             self.run_id,
             model=plan.model,
@@ -85,16 +138,18 @@ class LocalRun:
             cluster=None,
             region=None,
             zone=None,
-            plan_json=plan_json(plan),
+            plan_json=self._stored_plan(),
         )
-        self.display.info(f"run {self.run_id}: {plan.model} with MaxText on this machine's CPU")
+        self.display.info(
+            f"run {self.run_id}: {plan.model} with MaxText on this machine's CPU"
+            + (f", scaled down from {self.plan.slice.device_type}" if self.scaled else "")
+        )
         outcome = RunOutcome(self.run_id, RunStatus.RUNNING)
         stages = Stages(self.store, self.display, self.run_id)
         try:
+            self._show_scale_down(stages)
             code, fatal = self._train(stages)
-            recorded = record_results(
-                stages, plan, self.run_dir / "worker0.log", self.lang, self.versions
-            )
+            recorded = self._record(stages, plan)
             if recorded is not None:
                 outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
         except KeyboardInterrupt:
@@ -111,6 +166,49 @@ class LocalRun:
         self.store.finish_run(self.run_id, status, outcome.error)
         outcome.status = status
         return outcome
+
+    def _show_scale_down(self, stages: Stages) -> None:
+        if self.scaled is None:
+            return
+        stages.start("scale-down")
+        for change in self.scaled.changes:
+            self.display.info("  " + change.describe())
+        for key in self.scaled.unknown:
+            self.display.warn(
+                f"{key}: not in MaxText {MAXTEXT.version}'s base.yml; it may refuse it"
+            )
+        stages.done(
+            "scale-down", detail=f"{self.scaled.summary}; {len(self.scaled.changes)} changes"
+        )
+
+    def _record(self, stages: Stages, plan: Plan) -> Recorded | None:
+        """Metrics into the store and the README section; a scaled-down run's row says what
+        it was (same steps as :func:`record_results`, with the note)."""
+        log = self.run_dir / "worker0.log"
+        if self.scaled is None:
+            return record_results(stages, plan, log, self.lang, self.versions)
+        if not log.exists():
+            return None
+        stages.start("collect")
+        metrics = metrics_from_log(log, plan)
+        store_metrics(self.store, self.run_id, metrics)
+        stages.done("collect", detail=f"{metrics.steps_completed} steps")
+        report = run_report(metrics, plan, self.run_id, date.today(), self.versions)
+        if report is None:
+            self.display.info("no steady-state steps: nothing to add to the README")
+            return Recorded(metrics.to_json(), None)
+        note = f"scale-down of {self.plan.slice.device_type} on CPU: {self.scaled.summary}"
+        report = replace(report, note="; ".join(n for n in (note, report.note) if n))
+        stages.start("report")
+        self.store.set_metrics(
+            self.run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
+        )
+        readme, plots, changed = write_report(report, plan.model_dir, self.lang)
+        stages.done("report", detail=str(readme))
+        self.display.info(
+            f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
+        )
+        return Recorded(metrics.to_json(), readme)
 
     @staticmethod
     def _versions(site_packages: Path) -> Versions:
@@ -144,7 +242,7 @@ class LocalRun:
             "-m",
             ENTRY_MODULE,
             str(base_config(maxtext_dir, self.plan.recipe.entry.base_config)),
-            *local_args(self.plan, self.run_dir, self.run_id),
+            *local_args(self.cpu_plan, self.run_dir, self.run_id),
         ]
         cancel = threading.Event()
         fatal: list[Match] = []

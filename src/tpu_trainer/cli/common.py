@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -40,5 +41,31 @@ RehearseOpt = Annotated[
         "--rehearse",
         help="Run against a fake cloud described by this scenario file (docs/fake-cloud.md); "
         "nothing reaches Google Cloud.",
+    ),
+]
+
+
+class Backend(StrEnum):
+    """Where ``train`` runs a recipe."""
+
+    GKE = "gke"
+    LOCAL = "local"
+
+
+BackendOpt = Annotated[
+    Backend | None,
+    typer.Option(
+        "--backend",
+        help="gke (TPUs through xpk) or local (MaxText on this machine's CPU). "
+        "Default: local for cpu-1 recipes, gke otherwise.",
+    ),
+]
+ScaleDownOpt = Annotated[
+    bool,
+    typer.Option(
+        "--scale-down",
+        help="With --backend local: run a TPU recipe's arguments on this CPU with the model "
+        "shrunk (same family, a few layers, synthetic data, ~1 minute): a smoke test before "
+        "using TPUs.",
     ),
 ]

@@ -1,4 +1,5 @@
-"""``tpu-trainer train``: the whole run on GKE through xpk (or a rehearsal on the fake cloud)."""
+"""``tpu-trainer train``: the whole run on GKE through xpk (or a rehearsal on the fake cloud), or
+on this machine's CPU (cpu-1 recipes, and any MaxText recipe scaled down)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import typer
 
 from tpu_trainer.cli import plan_cmd
 from tpu_trainer.cli.common import (
+    Backend,
+    BackendOpt,
     ConfigOpt,
     PrecisionOpt,
     RehearseOpt,
     RequestArg,
+    ScaleDownOpt,
     SeqOpt,
     TopologyOpt,
     VariantOpt,
@@ -20,8 +24,7 @@ from tpu_trainer.cli.common import (
 
 if TYPE_CHECKING:
     from tpu_trainer.app.gke_run import RunOutcome
-    from tpu_trainer.app.planning import Request
-    from tpu_trainer.plan.plan import PlanOptions
+    from tpu_trainer.plan.plan import Plan
 
 WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
@@ -47,20 +50,31 @@ def train(
     wait_timeout: WaitOpt = 24 * 3600,
     poll: PollOpt = 30.0,
     lang: Annotated[str, typer.Option("--lang", help="README headings: zh (seed) or en.")] = "zh",
+    backend: BackendOpt = None,
+    scale_down: ScaleDownOpt = False,
 ) -> None:
-    """Provision, submit, follow and always clean up one training run."""
+    """Provision, submit, follow and always clean up one training run (or run it on this
+    machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down)."""
     from tpu_trainer.app.gke_run import GkeRun
-    from tpu_trainer.app.planning import Request, plan_with_config
+    from tpu_trainer.app.planning import Request, plan_request, plan_with_config
     from tpu_trainer.app.resolve import Filters
     from tpu_trainer.cli.services_cli import build
-    from tpu_trainer.plan.plan import Plan
+    from tpu_trainer.errors import InputError
 
     options = plan_cmd._options(
         sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, None
     )
     req = Request(request, Filters(precision, topology, seq, variant), config)
-    if rehearse is None and _train_locally(req, options, lang):
-        return
+    if rehearse is not None and (backend is Backend.LOCAL or scale_down):
+        raise InputError(
+            "--rehearse rehearses a run on GKE; --backend local and --scale-down run here",
+            fix="drop --rehearse to run on this machine, or drop --backend local/--scale-down",
+        )
+    if rehearse is None:
+        local_plan = plan_request(req, replace(options, profiler=None))
+        if choose_backend(local_plan, backend, scale_down=scale_down) is Backend.LOCAL:
+            _train_locally(local_plan, req.text, lang, scale_down=scale_down)
+            return
     setup = build(config, rehearse, fresh=True)
 
     def plan_for_zone(zone: str | None) -> Plan:
@@ -88,28 +102,59 @@ def _finish(outcome: RunOutcome) -> None:
         raise typer.Exit(1)
 
 
-def _train_locally(req: Request, options: PlanOptions, lang: str) -> bool:
-    """Recipes for this machine's CPU (device type ``cpu-1``) run with the local launcher."""
-    from tpu_trainer.app.local_run import LocalRun
-    from tpu_trainer.app.planning import plan_request
+def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -> Backend:
+    """Where ``train`` runs ``plan``: the requested backend, else local for cpu-1 recipes and
+    GKE otherwise; combinations that cannot work are refused with the flag to change."""
     from tpu_trainer.catalog.accelerators import Family
+    from tpu_trainer.errors import InputError
+    from tpu_trainer.plan.recipe import Framework
+
+    device = plan.slice.device_type
+    on_cpu = plan.slice.family is Family.CPU
+    chosen = requested or (Backend.LOCAL if on_cpu else Backend.GKE)
+    if scale_down and chosen is not Backend.LOCAL:
+        raise InputError(
+            "--scale-down runs a shrunk copy of the recipe on this machine's CPU, not on GKE",
+            fix=f"add --backend local (or drop --scale-down to train on {device})",
+        )
+    if chosen is Backend.GKE and on_cpu:
+        raise InputError(
+            f"{plan.model} is a {device} recipe: it runs on this machine, not on GKE",
+            fix="drop --backend gke",
+        )
+    if scale_down and plan.recipe.framework is not Framework.MAXTEXT:
+        raise InputError(
+            f"--scale-down shrinks MaxText recipes; {plan.model} runs "
+            f"{plan.recipe.framework.value}",
+            fix="train it on TPUs (--backend gke), or pick a MaxText recipe",
+        )
+    if chosen is Backend.LOCAL and not on_cpu and not scale_down:
+        raise InputError(
+            f"{plan.model} is a {device} recipe: as written it does not fit this machine's CPU",
+            fix="add --scale-down to smoke-test its arguments here with the model shrunk, "
+            "or use --backend gke",
+        )
+    return chosen
+
+
+def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> None:
+    """Train ``plan`` with the local launcher (scaled down first when asked)."""
+    from tpu_trainer.app.local_run import LocalRun, scaled_args
     from tpu_trainer.cli.console import RichDisplay
     from tpu_trainer.cli.services_cli import open_store
     from tpu_trainer.infra.runner import SubprocessRunner
 
-    plan = plan_request(req, replace(options, profiler=None))
-    if plan.slice.family is not Family.CPU:
-        return False
+    scaled = scaled_args(plan) if scale_down else None
+    label = request + (" --backend local --scale-down" if scale_down else "")
     store = open_store()
     display = RichDisplay()
     run_id_box: list[str] = []
     runner = SubprocessRunner(
         recorder=lambda r: store.record_command(run_id_box[0] if run_id_box else None, r)
     )
-    run = LocalRun(store, runner, display, plan, req.text, lang=lang)
+    run = LocalRun(store, runner, display, plan, label, lang=lang, scaled=scaled)
     run_id_box.append(run.run_id)
     _finish(run.start())
-    return True
 
 
 def resume(
@@ -127,7 +172,7 @@ def resume(
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
-    from tpu_trainer.plan.plan import Plan, PlanOptions
+    from tpu_trainer.plan.plan import PlanOptions
 
     setup = build(config, rehearse)
     row = setup.services.store.run(run_id)
