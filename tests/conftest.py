@@ -82,7 +82,7 @@ def fake_bin(tmp_path: Path) -> Path:
 def cli_env(tmp_path: Path) -> dict[str, str]:
     """An environment for running tpu-trainer in a test: its own home, store and rehearsal
     folder, no configuration, and xpk's venv found as it is outside the test."""
-    from tpu_trainer.infra.tool_env import xpk_python
+    from tpu_trainer.infra.tool_env import cache_dir, xpk_python
 
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
@@ -93,5 +93,6 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         "TPU_TRAINER_HOME": str(tmp_path / "store"),
         "TPU_TRAINER_REHEARSAL_DIR": str(tmp_path / "rehearsal"),
         "TPU_TRAINER_XPK_PYTHON": str(xpk_python()),
+        "TPU_TRAINER_CACHE": str(cache_dir()),
         "COLUMNS": "200",
     }

@@ -206,3 +206,21 @@ def test_killed_at_each_stage_then_gc_leaves_nothing_behind(tmp_path: Path, stag
         .fetchall()
     )
     assert live == []
+
+
+def test_a_failing_preflight_check_stops_the_run_before_any_capacity_is_asked(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    args = ["train", str(_recipe(tmp_path)), "--rehearse", str(SCENARIOS / "failover.yaml")]
+    proc = _tool(env, *args, "--set", "weight_decay=0.1", "--poll", "0.05")
+    assert proc.returncode == 1
+    assert "pre-flight check(s) failed (maxtext-config keys); nothing was created" in proc.stderr
+    assert "adam_weight_decay=0.1" in proc.stdout
+    assert "--skip-checks" in proc.stderr
+    state_file = tmp_path / "rehearsal" / "state.json"
+    calls = recorded_calls(state_file) if state_file.exists() else []
+    assert not [c for c in calls if "create" in c], calls
+    assert not (tmp_path / "store" / "runs.db").exists() or (
+        _store(tmp_path).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    )

@@ -24,6 +24,7 @@ from tpu_trainer.cli.common import (
 
 if TYPE_CHECKING:
     from tpu_trainer.app.gke_run import RunOutcome
+    from tpu_trainer.cli.services_cli import Setup
     from tpu_trainer.plan.plan import Plan
 
 WaitOpt = Annotated[
@@ -52,9 +53,13 @@ def train(
     lang: Annotated[str, typer.Option("--lang", help="README headings: zh (seed) or en.")] = "zh",
     backend: BackendOpt = None,
     scale_down: ScaleDownOpt = False,
+    skip_checks: SkipChecksOpt = False,
 ) -> None:
     """Provision, submit, follow and always clean up one training run (or run it on this
-    machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down)."""
+    machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
+
+    The fast pre-flight checks (`tpu-trainer check --fast`) run first: a failure stops the run
+    before any capacity is asked for, unless --skip-checks."""
     from tpu_trainer.app.gke_run import GkeRun
     from tpu_trainer.app.planning import Request, plan_request, plan_with_config
     from tpu_trainer.app.resolve import Filters
@@ -80,7 +85,12 @@ def train(
     def plan_for_zone(zone: str | None) -> Plan:
         return plan_with_config(req, setup.config, replace(options, zone=zone) if zone else options)
 
+    if not skip_checks:
+        preflight_gate(plan_for_zone(None), request)
     label = request + (f" --rehearse {rehearse}" if rehearse else "")
+    if backend is Backend.TPU_VM:
+        _finish(_train_on_tpu_vm(setup, plan_for_zone(None), label, lang, poll))
+        return
     run = GkeRun(
         setup.services,
         setup.config,
@@ -91,6 +101,32 @@ def train(
         lang=lang,
     )
     _finish(run.start())
+
+
+SkipChecksOpt = Annotated[
+    bool,
+    typer.Option("--skip-checks", help="Submit even when a pre-flight check fails."),
+]
+
+
+def preflight_gate(plan: Plan, request: str) -> None:
+    """Run the fast checks; stop before anything is created when one fails."""
+    from tpu_trainer.checks.run import fast_findings
+    from tpu_trainer.cli.check_cmd import render_checks
+    from tpu_trainer.errors import TpuTrainerError
+
+    report = fast_findings(plan)
+    if not report.failed:
+        return
+    from tpu_trainer.checks.run import CheckReport
+
+    render_checks(CheckReport(report.failed, report.seconds), title="Failed pre-flight checks")
+    names = ", ".join(f.name for f in report.failed)
+    raise TpuTrainerError(
+        f"{len(report.failed)} pre-flight check(s) failed ({names}); nothing was created",
+        fix=f"apply the fixes above (all checks: `tpu-trainer check {request}`), "
+        "or pass --skip-checks to submit anyway",
+    )
 
 
 def _finish(outcome: RunOutcome) -> None:
@@ -117,7 +153,7 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
             "--scale-down runs a shrunk copy of the recipe on this machine's CPU, not on GKE",
             fix=f"add --backend local (or drop --scale-down to train on {device})",
         )
-    if chosen is Backend.GKE and on_cpu:
+    if chosen is not Backend.LOCAL and on_cpu:
         raise InputError(
             f"{plan.model} is a {device} recipe: it runs on this machine, not on GKE",
             fix="drop --backend gke",
@@ -135,6 +171,42 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
             "or use --backend gke",
         )
     return chosen
+
+
+def _train_on_tpu_vm(
+    setup: Setup, plan: Plan, label: str, lang: str, poll: float
+) -> RunOutcome:
+    """The recipe's MaxText command on every worker of a TPU VM made for the run."""
+    from tpu_trainer.app.services import new_run_id
+    from tpu_trainer.app.tpu_vm_run import TpuVmRun
+    from tpu_trainer.plan.tpu_vm import tpu_vm_spec
+    from tpu_trainer.plan.vm_program import maxtext_program
+
+    services = setup.services
+    run_id = new_run_id()
+    services.current.run_id = run_id
+    vm = tpu_vm_spec(
+        run_id=run_id,
+        model=plan.model,
+        project=setup.config.project_id,
+        zone=plan.value_of("ZONE") or setup.config.default_zone,
+        slice=plan.slice,
+    )
+    run = TpuVmRun(
+        services.store,
+        services.runner,
+        services.display,
+        vm,
+        maxtext_program(plan),
+        label,
+        plan.model,
+        plan.precision,
+        plan=plan,
+        lang=lang,
+        run_id=run_id,
+        poll_seconds=poll,
+    )
+    return run.start()
 
 
 def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> None:

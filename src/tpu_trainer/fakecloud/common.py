@@ -30,6 +30,9 @@ class Answer:
     code: int = 0
     latency: str = "default"
     """Which scenario latency applies: ``describe``, ``list`` or ``default``."""
+    after: Callable[[Answer], None] | None = None
+    """Runs once the state is saved and unlocked, before the answer is printed: a command
+    that waits for another command to change the state (a program stopped by its pid)."""
 
     def out(self, text: str) -> None:
         self.stdout.append(text if text.endswith("\n") else text + "\n")
@@ -79,6 +82,8 @@ def run_tool(tool: str, argv: list[str], command: Callable[[list[str]], Handler]
     delay = float(latencies.get(answer.latency) or latencies.get("default") or 0.0)
     if delay > 0:
         time.sleep(delay)
+    if answer.after is not None:
+        answer.after(answer)
     sys.stdout.write("".join(answer.stdout))
     sys.stderr.write("".join(answer.stderr))
     sys.stdout.flush()

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from tpu_trainer.fakecloud import gcloud_compute
+from tpu_trainer.fakecloud import gcloud_compute, tpu_vm
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit, run_tool
 from tpu_trainer.fakecloud.formats import FormatError, matches, render
 from tpu_trainer.fakecloud.gcloud_cli import (
@@ -323,7 +323,7 @@ TREE: Tree = {
             "create": pools_create,
         },
     },
-    "compute": gcloud_compute.TREE,
+    "compute": {**gcloud_compute.TREE, "tpus": tpu_vm.tree()},
 }
 
 

@@ -18,7 +18,10 @@ def rehearsal_config(scenario: Scenario, source: str, user: Config | None) -> Co
     knows nothing else); the rest (image, output, recipes path) from the user's configuration."""
     first_zone = next(
         (r.zone for r in scenario.reservations),
-        next((p.zone for p in scenario.node_pools), f"{scenario.region}-a"),
+        next(
+            (p.zone for p in scenario.node_pools),
+            next(iter(scenario.tpu_vm.zones), f"{scenario.region}-a"),
+        ),
     )
     where = Source(f"scenario {source}")
     base = Config(

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from tpu_trainer.errors import ConfigError
+from tpu_trainer.fakecloud.tpu_vm_scenario import TpuVmScenario, parse_tpu_vm
 from tpu_trainer.fakecloud.yaml_node import YamlNode as _Node
 
 DATAPATHS = ("ADVANCED_DATAPATH", "LEGACY_DATAPATH")
@@ -135,6 +136,7 @@ class Scenario:
     kueue: KueueSpec = field(default_factory=KueueSpec)
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     latencies: Latencies = field(default_factory=Latencies)
+    tpu_vm: TpuVmScenario = field(default_factory=TpuVmScenario)
 
 
 def _cluster(node: _Node) -> ClusterSpec:
@@ -298,10 +300,13 @@ def parse_scenario(data: object, source: str = "<scenario>", base: Path | None =
         "kueue",
         "workloads",
         "latencies",
+        "tpu_vm",
     )
     cluster = top.child("cluster")
+    if cluster is None and "tpu_vm" in top.data:
+        cluster = _Node(top.source, "cluster", {"name": "none", "exists": False})
     if cluster is None:
-        raise top.error("cluster", "required (at least `name`)")
+        raise top.error("cluster", "required (at least `name`; optional with `tpu_vm`)")
     scenario = Scenario(
         project=top.text("project"),
         region=top.text("region"),
@@ -313,6 +318,7 @@ def parse_scenario(data: object, source: str = "<scenario>", base: Path | None =
         kueue=_kueue(top.child("kueue")),
         workloads=_workloads(top.child("workloads"), base),
         latencies=_latencies(top.child("latencies")),
+        tpu_vm=parse_tpu_vm(top.child("tpu_vm"), base),
     )
     _check_unique(top, "node_pools", [p.name for p in scenario.node_pools])
     _check_unique(top, "reservations", [r.name for r in scenario.reservations])

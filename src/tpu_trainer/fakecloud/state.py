@@ -73,6 +73,7 @@ def initial_state(scenario: Scenario) -> State:
         for p in scenario.node_pools
     }
     from tpu_trainer.fakecloud.k8s import initial_objects
+    from tpu_trainer.fakecloud.tpu_vm_nodes import initial_tpu_vms
 
     return {
         "version": STATE_VERSION,
@@ -107,6 +108,7 @@ def initial_state(scenario: Scenario) -> State:
         "behaviours": _plain(scenario.behaviours),
         "workload_defaults": _plain(scenario.workloads),
         "latencies": _plain(scenario.latencies),
+        **initial_tpu_vms(scenario),
         "seq": 1000,
         "calls": [],
     }

@@ -39,7 +39,14 @@ class RuntimeSpec:
 
 
 MAXTEXT = RuntimeSpec("maxtext", "0.2.5", "maxtext[tpu]==0.2.5", "3.12", "maxtext")
-RUNTIMES = {MAXTEXT.name: MAXTEXT}
+TUNIX = RuntimeSpec("tunix", "0.1.7", "google-tunix==0.1.7", "3.12", "tunix.cli.config")
+"""Tunix on this machine's CPU: enough to load a GRPO configuration with Tunix's own parser
+(its CLI cannot train on a CPU; on a TPU VM the ``prod`` extra brings ``jax[tpu]``)."""
+RAY = RuntimeSpec("ray", "2.60.0", "ray[default,train]==2.60.0", "3.12", "ray.train.v2.jax")
+"""Ray Train on top of the MaxText runtime, like the seed's image (a Ray base image with MaxText
+installed): made by :func:`tpu_trainer.runtime.ray_runtime.install_ray`, not by :func:`install`,
+so it is not listed in ``RUNTIMES``."""
+RUNTIMES = {MAXTEXT.name: MAXTEXT, TUNIX.name: TUNIX}
 
 
 class RuntimeSetupError(TpuTrainerError):

@@ -1,0 +1,261 @@
+"""The fake ``gcloud compute tpus tpu-vm ssh``: a command on one, some or all workers.
+
+The command text is never run, nor given to a shell. It is matched against the shapes a run
+sends (install, device check, train, stop by pid); each shape answers with the scenario's
+scripted output per worker. Like gcloud, ``--output-directory=DIR`` writes worker N's output to
+``DIR/N.log`` (without it, all output goes to stdout), status lines go to stderr, a failing
+worker adds ``##### Command execution on worker N failed with exit status S. Continuing.``, and
+the exit status is the first non-zero one in worker order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit
+from tpu_trainer.fakecloud.gcloud_cli import Ctx
+from tpu_trainer.fakecloud.state import State, read_state, state_path
+from tpu_trainer.fakecloud.tpu_vm_nodes import BASE_IMAGE, find_node, observe, vm_slice
+
+_SHORT = "(this worker's output goes to its own log; worker 0 logs the metrics)\n"
+_TOPOLOGY_ERROR = (
+    "Traceback (most recent call last):\n"
+    '  File "<string>", line 1, in <module>\n'
+    "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU "
+    "topology. (set JAX_PLATFORMS='' to automatically choose an available backend)\n"
+)
+
+
+class Shape(StrEnum):
+    INSTALL = "install"
+    DEVICES = "devices"
+    TRAIN = "train"
+    STOP = "stop"
+    UNKNOWN = "unknown"
+
+
+_SHAPES: tuple[tuple[Shape, re.Pattern[str]], ...] = (
+    (Shape.INSTALL, re.compile(r"\buv\"? pip install --quiet --python \S+/bin/python ")),
+    (Shape.DEVICES, re.compile(r"-c 'import jax; print\(\"TPU_TRAINER_DEVICES\", ")),
+    (Shape.TRAIN, re.compile(r"^cd \S+ && echo \$\$ > train\.pid && exec env ")),
+    (Shape.STOP, re.compile(r"^if \[ -f \S+/train\.pid \]; then kill -TERM ")),
+)
+_VENV = re.compile(r"(?:^|/)venv-([a-z0-9][a-z0-9.-]*)/bin/python")
+_ACCEPT = re.compile(r"AcceptEnv ((?:[A-Z_][A-Z0-9_]* ?)+)")
+_SEND_ENV = re.compile(r"^-o SendEnv=([A-Z_][A-Z0-9_]*)$")
+
+
+def shape_of(command: str) -> Shape:
+    return next((shape for shape, pattern in _SHAPES if pattern.search(command)), Shape.UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerResult:
+    output: str
+    code: int
+
+
+def _workers(flag: str, count: int) -> list[int]:
+    if flag.lower() == "all":
+        return list(range(count))
+    picked: set[int] = set()
+    for part in (p for p in flag.split(",") if p):
+        start, _, end = part.partition("-")
+        picked.update(range(int(start), int(end or start) + 1))
+    return sorted(picked)
+
+
+def vm_ssh(ctx: Ctx, args: list[str]) -> Handler:
+    p = ctx.parser()
+    p.add_argument("user_tpu")
+    p.add_argument("--zone")
+    p.add_argument("--worker", default="0")
+    p.add_argument("--command")
+    p.add_argument("--output-directory")
+    p.add_argument("--ssh-flag", action="append", default=[])
+    p.add_argument("--internal-ip", action="store_true")
+    p.add_argument("--strict-host-key-checking")
+    p.add_argument("--ssh-key-expire-after")
+    ns = p.parse_args(args)
+    if not ns.zone:
+        raise ctx.fail("Error parsing [tpu].\nFailed to find attribute [zone].")
+    out_dir: Path | None = None
+    if ns.output_directory:
+        if not ns.command:
+            raise ctx.fail(
+                "Invalid value for [--output_directory]: cannot be specified without the "
+                "`--command` flag. Please specify the `--command` flag or remove the "
+                "--output-directory flag."
+            )
+        out_dir = Path(os.path.expandvars(ns.output_directory)).expanduser().absolute()
+        if not out_dir.is_dir():
+            raise ctx.fail(
+                f"Invalid value for [--output_directory]: Failed to find directory {out_dir}. "
+                "Please create it or specify another directory"
+            )
+    send = {m[1] for flag in ns.ssh_flag if (m := _SEND_ENV.match(flag.strip()))}
+
+    def run(state: State, answer: Answer) -> None:
+        node = find_node(ctx, state, ns.user_tpu.rpartition("@")[2], ns.zone)
+        observe(node)
+        if node["state"] in ("STOPPED", "STOPPING", "DELETING", "PREEMPTED", "TERMINATED"):
+            raise ctx.fail(f"This TPU VM is {node['state']} and cannot be reached.")
+        found = vm_slice(node["accelerator_type"])
+        workers = _workers(ns.worker, found.hosts if found else 1)
+        if len(workers) > 1 and not ns.command:
+            raise ctx.fail(
+                "Invalid value for [--worker]: cannot target multiple workers without the "
+                "`--command` flag."
+            )
+        if out_dir is not None:
+            answer.err(f"Preparing SSH command execution; output will be logged to {out_dir}")
+        if node["state"] != "READY":
+            for w in workers:
+                answer.err(f"SSH: Attempting to connect to worker {w}...")
+            answer.err(f"ssh: connect to host {node['name']} port 22: Connection refused")
+            raise ToolExit("", 255)
+        results = _answer(state, node, ns.command or "", workers, send)
+        _write(answer, results, out_dir)
+        hang = state["tpu_vm"]["behaviour"]["train"]["hang"]
+        ok = not any(r.code for r in results.values())
+        if hang and ok and shape_of(ns.command or "") is Shape.TRAIN:
+            node["train_running"] = True
+            answer.after = _wait_until_stopped(node["name"], results, out_dir)
+            return
+        _finish(answer, results)
+
+    return run
+
+
+def _answer(
+    state: State, node: dict[str, Any], command: str, workers: list[int], send: set[str]
+) -> dict[int, WorkerResult]:
+    shape = shape_of(command)
+    behaviour = state["tpu_vm"]["behaviour"]
+    if shape is Shape.INSTALL:
+        venv = _VENV.search(command)
+        if venv and venv[1] not in node["venvs"]:
+            node["venvs"].append(venv[1])
+        accept = _ACCEPT.search(command)
+        if accept:
+            node["accept_env"] = sorted(set(node["accept_env"]) | set(accept[1].split()))
+        return _scripted(behaviour["install"], workers)
+    if shape is Shape.DEVICES:
+        return {w: _devices(node, behaviour, command, w) for w in workers}
+    if shape is Shape.TRAIN:
+        return _train(node, behaviour["train"], command, workers, send)
+    if shape is Shape.STOP:
+        node["train_running"] = False
+        return {w: WorkerResult("", 0) for w in workers}
+    text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/fake-cloud.md)\n"
+    return {w: WorkerResult(text, 127) for w in workers}
+
+
+def _scripted(
+    script: dict[str, Any], workers: list[int], first: str | None = None
+) -> dict[int, WorkerResult]:
+    out: dict[int, WorkerResult] = {}
+    for w in workers:
+        text = (
+            (first if first is not None else script["log"])
+            if w == 0
+            else (
+                script["other_workers_log"] if script["other_workers_log"] is not None else _SHORT
+            )
+        )
+        code = script["exit_code"]
+        if w == script["failing_worker"]:
+            text = script["failing_log"] if script["failing_log"] is not None else text
+            code = script["failing_exit_code"]
+        out[w] = WorkerResult(text, code)
+    return out
+
+
+def _devices(
+    node: dict[str, Any], behaviour: dict[str, Any], command: str, worker: int
+) -> WorkerResult:
+    venv = _VENV.search(command)
+    if venv is None or venv[1] not in node["venvs"]:
+        path = command.split(" ", 1)[0]
+        return WorkerResult(f"bash: line 1: {path}: No such file or directory\n", 127)
+    found = vm_slice(node["accelerator_type"])
+    if found is None:
+        return WorkerResult("RuntimeError: no TPU\n", 1)
+    if node["runtime_version"] == BASE_IMAGE and found.accelerator.xpk_prefix == "v6e":
+        return WorkerResult(_TOPOLOGY_ERROR, 1)
+    local = behaviour["devices"].get(str(worker), found.jax_devices // found.hosts)
+    total = local + (found.jax_devices // found.hosts) * (found.hosts - 1)
+    return WorkerResult(f"TPU_TRAINER_DEVICES {worker} {total} {local}\n", 0)
+
+
+def _train(
+    node: dict[str, Any], script: dict[str, Any], command: str, workers: list[int], send: set[str]
+) -> dict[int, WorkerResult]:
+    words = shlex.split(command)  # tokenised only, to read the folder and file names
+    folder = words[1]
+    venv = _VENV.search(command)
+    if venv is None or venv[1] not in node["venvs"]:
+        missing = next((w for w in words if w.endswith("/bin/python")), "python")
+        text = f"env: '{missing}': No such file or directory\n"
+        return {w: WorkerResult(text, 127) for w in workers}
+    for word in words[words.index("exec") :]:
+        if re.fullmatch(r"[\w.-]+\.(?:py|ya?ml)", word) and f"{folder}/{word}" not in node["files"]:
+            text = (
+                f"python: can't open file '/home/user/{folder}/{word}': "
+                "[Errno 2] No such file or directory\n"
+            )
+            return {w: WorkerResult(text, 2) for w in workers}
+    seen = sorted(n for n in send if n in node["accept_env"] and os.environ.get(n))
+    node["env_seen"] = seen
+    echo = "".join(f"{n}={os.environ[n]}\n" for n in script["echo_env"] if n in seen)
+    return _scripted(script, workers, first=echo + script["log"])
+
+
+def _write(answer: Answer, results: dict[int, WorkerResult], out_dir: Path | None) -> None:
+    for w, res in results.items():
+        answer.err(f"SSH: Attempting to connect to worker {w}...")
+        if out_dir is not None:
+            (out_dir / f"{w}.log").write_text(res.output, encoding="utf-8")
+        elif res.output:
+            answer.out(res.output)
+
+
+def _finish(answer: Answer, results: dict[int, WorkerResult]) -> None:
+    failed = [(w, r.code) for w, r in sorted(results.items()) if r.code]
+    if len(results) > 1:
+        for w, code in failed:
+            answer.err(
+                f"##### Command execution on worker {w} failed with exit status {code}. Continuing."
+            )
+    answer.code = failed[0][1] if failed else 0
+
+
+def _wait_until_stopped(
+    name: str, results: dict[int, WorkerResult], out_dir: Path | None, poll: float = 0.1
+) -> Callable[[Answer], None]:
+    """After the lock is released: wait until the stop command (or a delete) ends the
+    program, then answer as workers whose program got SIGTERM (exit 143)."""
+    path = state_path()
+
+    def wait(answer: Answer) -> None:
+        while True:
+            node = read_state(path)["tpu_vm"]["nodes"].get(name)
+            if node is None or not node["train_running"]:
+                break
+            time.sleep(poll)
+        stopped = {w: WorkerResult(r.output, 143) for w, r in results.items()}
+        if out_dir is not None:
+            for w in stopped:
+                with (out_dir / f"{w}.log").open("a", encoding="utf-8") as f:
+                    f.write("Terminated\n")
+        _finish(answer, stopped)
+
+    return wait

@@ -1,0 +1,245 @@
+"""TPU VM planning, pure: runtime per family, gcloud argv, the commands sent to the workers and
+what their answers mean."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from tpu_trainer.catalog.accelerators import ACCELERATORS, Family
+from tpu_trainer.errors import InputError
+from tpu_trainer.plan.naming import is_valid_workload_name
+from tpu_trainer.plan.slices import Slice
+from tpu_trainer.plan.tpu_vm import (
+    Provisioning,
+    TpuVmSpec,
+    create_argv,
+    parse_node,
+    runtime_version,
+    ssh_argv,
+    tpu_vm_spec,
+    vm_name,
+)
+from tpu_trainer.plan.tpu_vm_remote import (
+    device_check_command,
+    device_problems,
+    failed_workers,
+    install_command,
+    stop_command,
+    train_command,
+)
+from tpu_trainer.plan.vm_program import LogFormat, VmProgram
+
+
+def _spec(
+    provisioning: Provisioning = Provisioning.ON_DEMAND, *, queued: bool = False
+) -> TpuVmSpec:
+    return tpu_vm_spec(
+        run_id="0a1b2c3d",
+        model="Qwen3 1.7B",
+        project="demo-project",
+        zone="europe-west4-a",
+        slice=Slice.parse("v6e-16"),
+        provisioning=provisioning,
+        queued=queued,
+    )
+
+
+def _program(args: tuple[str, ...] = ("run.py", "cfg.yaml")) -> VmProgram:
+    return VmProgram(
+        framework="Demo",
+        version="1.0",
+        key="demo-1.0",
+        requirements=("demo[tpu]==1.0",),
+        args=args,
+        env=(("PYTHONUNBUFFERED", "1"),),
+        secret_env=("HF_TOKEN", "WANDB_API_KEY"),
+        log_format=LogFormat.TUNIX,
+    )
+
+
+@pytest.mark.parametrize(
+    ("device", "runtime"),
+    [
+        ("v6e-16", "v2-alpha-tpuv6e"),
+        ("v5p-32", "v2-alpha-tpuv5"),
+        ("v5litepod-16", "v2-alpha-tpuv5-lite"),
+        ("v4-32", "tpu-ubuntu2204-base"),
+    ],
+)
+def test_runtime_version_comes_from_the_catalog_per_family(device: str, runtime: str) -> None:
+    assert runtime_version(Slice.parse(device)) == runtime
+
+
+def test_base_image_on_v6e_is_refused_naming_the_v6e_runtime() -> None:
+    with pytest.raises(InputError, match="tpu-ubuntu2204-base is a base image") as err:
+        runtime_version(Slice.parse("v6e-16"), "tpu-ubuntu2204-base")
+    assert err.value.fix == "use --version=v2-alpha-tpuv6e, the v6e runtime"
+    # v4's own runtime is the base image: accepted there
+    assert runtime_version(Slice.parse("v4-8"), "tpu-ubuntu2204-base") == "tpu-ubuntu2204-base"
+
+
+def test_tpu7x_is_not_a_tpu_vm() -> None:
+    assert ACCELERATORS[Family.V7].tpu_vm_runtime is None
+    with pytest.raises(InputError, match="not offered as a TPU VM"):
+        runtime_version(Slice.parse("tpu7x-2x2x1"))
+
+
+def test_vm_name_is_a_valid_node_id_with_the_tool_prefix() -> None:
+    name = vm_name("0a1b2c3d4e", "Qwen3 1.7B / GSM8K with a very long suffix indeed")
+    assert name.startswith("tpt-0a1b2c3d-qwen3-1-7b")
+    assert is_valid_workload_name(name)
+
+
+def test_create_argv_on_demand_is_ga_tpu_vm_create_with_the_accelerator_and_version() -> None:
+    argv = create_argv(_spec())
+    assert argv == [
+        "gcloud",
+        "compute",
+        "tpus",
+        "tpu-vm",
+        "create",
+        "tpt-0a1b2c3d-qwen3-1-7b",
+        "--accelerator-type=v6e-16",
+        "--version=v2-alpha-tpuv6e",
+        "--zone=europe-west4-a",
+        "--project=demo-project",
+    ]
+
+
+def test_spot_is_preemptible_on_ga_tpu_vm_create_and_spot_on_a_queued_resource() -> None:
+    direct = create_argv(_spec(Provisioning.SPOT))
+    queued = create_argv(_spec(Provisioning.SPOT, queued=True))
+    reserved = create_argv(_spec(Provisioning.RESERVED, queued=True))
+    assert direct[-1] == "--preemptible" and "--spot" not in direct
+    assert queued[:6] == [
+        "gcloud",
+        "compute",
+        "tpus",
+        "queued-resources",
+        "create",
+        "tpt-0a1b2c3d-qwen3-1-7b-qr",
+    ]
+    assert "--node-id=tpt-0a1b2c3d-qwen3-1-7b" in queued
+    assert "--runtime-version=v2-alpha-tpuv6e" in queued and queued[-1] == "--spot"
+    assert reserved[-1] == "--reserved"
+
+
+def test_ssh_argv_sends_secret_names_never_values() -> None:
+    argv = ssh_argv(_spec(), "true", "/tmp/out", ("HF_TOKEN",))
+    assert "--worker=all" in argv
+    assert "--output-directory=/tmp/out" in argv
+    assert argv[-1] == "--ssh-flag=-o SendEnv=HF_TOKEN"
+
+
+def test_recipe_text_reaches_the_worker_shell_as_one_literal_word() -> None:
+    nasty = "prompt=a fox; rm -rf ~ $(reboot) `id` \"q\" 'x'"
+    command = train_command(_program(("-m", "demo.train", nasty)), "0a1b2c3d")
+    words = shlex.split(command)  # how a POSIX shell splits it
+    assert nasty in words
+    assert words[:9] == [
+        "cd",
+        "tpu-trainer/runs/0a1b2c3d",
+        "&&",
+        "echo",
+        "$$",
+        ">",
+        "train.pid",
+        "&&",
+        "exec",
+    ]
+    assert words[9:12] == ["env", "PYTHONUNBUFFERED=1", "../../venv-demo-1.0/bin/python"]
+
+
+def test_install_makes_the_venv_and_lets_sshd_accept_only_the_secret_names() -> None:
+    text = install_command(_program(), "0a1b2c3d")
+    assert "mkdir -p tpu-trainer/runs/0a1b2c3d" in text
+    assert "venv --quiet --allow-existing --python 3.12 tpu-trainer/venv-demo-1.0" in text
+    assert "--python tpu-trainer/venv-demo-1.0/bin/python 'demo[tpu]==1.0'" in text
+    assert "'AcceptEnv HF_TOKEN WANDB_API_KEY'" in text
+
+
+def test_stop_kills_the_recorded_pid_only() -> None:
+    assert stop_command("0a1b2c3d") == (
+        "if [ -f tpu-trainer/runs/0a1b2c3d/train.pid ]; then "
+        'kill -TERM "$(cat tpu-trainer/runs/0a1b2c3d/train.pid)" 2>/dev/null || true; fi'
+    )
+
+
+def test_device_check_asks_jax_for_local_and_total_devices() -> None:
+    command = device_check_command(_program())
+    assert shlex.split(command) == [
+        "tpu-trainer/venv-demo-1.0/bin/python",
+        "-c",
+        'import jax; print("TPU_TRAINER_DEVICES", jax.process_index(), jax.device_count(), '
+        "jax.local_device_count())",
+    ]
+
+
+def test_device_problems_name_each_worker_that_is_short() -> None:
+    v6e16 = Slice.parse("v6e-16")
+    good = {w: f"TPU_TRAINER_DEVICES {w} 16 4\n" for w in range(4)}
+    assert device_problems(good, v6e16) == []
+    bad = {
+        **good,
+        1: "TPU_TRAINER_DEVICES 1 14 2\n",
+        2: "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU topology.\n",
+    }
+    del bad[3]
+    assert device_problems(bad, v6e16) == [
+        "worker 1 sees 2 local JAX devices; v6e-4x4 has 4 per host",
+        "worker 1 sees 14 JAX devices in all; v6e-4x4 has 16",
+        "worker 2: JAX did not start: RuntimeError: Unable to initialize backend 'tpu': "
+        "INTERNAL: Failed to get global TPU topology.",
+        "worker 3: no answer",
+    ]
+
+
+def test_failed_workers_from_gcloud_status_lines() -> None:
+    stderr = (
+        "SSH: Attempting to connect to worker 0...\n"
+        "##### Command execution on worker 3 failed with exit status 1. Continuing.\n"
+        "##### Command execution on worker 1 failed with exit status 137. Continuing.\n"
+    )
+    assert failed_workers(stderr) == {3: 1, 1: 137}
+
+
+def test_parse_node_reads_state_runtime_and_one_endpoint_per_worker() -> None:
+    node = parse_node(
+        {
+            "name": "projects/p/locations/z/nodes/tpt-x",
+            "state": "READY",
+            "acceleratorType": "v6e-16",
+            "runtimeVersion": "v2-alpha-tpuv6e",
+            "networkEndpoints": [{"ipAddress": f"10.0.0.{i}"} for i in range(4)],
+            "health": "HEALTHY",
+        }
+    )
+    assert (node.name, node.state, node.runtime_version) == ("tpt-x", "READY", "v2-alpha-tpuv6e")
+    assert len(node.workers) == 4
+
+
+def test_a_program_refuses_file_and_variable_names_a_shell_could_misread() -> None:
+    from tpu_trainer.plan.vm_program import RemoteFile
+
+    with pytest.raises(InputError, match="not a plain file name"):
+        VmProgram(
+            framework="x",
+            version="1",
+            key="x-1",
+            requirements=(),
+            files=(RemoteFile(name="../evil.py", text=""),),
+            args=(),
+            log_format=LogFormat.TUNIX,
+        )
+    with pytest.raises(InputError, match="not valid"):
+        VmProgram(
+            framework="x",
+            version="1",
+            key="x-1",
+            requirements=(),
+            args=(),
+            env=(("A;B", "1"),),
+            log_format=LogFormat.TUNIX,
+        )
