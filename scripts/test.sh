@@ -3,7 +3,8 @@
 #   .venv                      the project and its dev tools (ruff, mypy, pytest, shellcheck)
 #   $TPU_TRAINER_CACHE/xpk-V   xpk in its own venv (its parser checks generated command lines);
 #                              kept outside the checkout and reused when present
-#   $TPU_TRAINER_CACHE/maxtext-V  the MaxText runtime the local runs use (same cache)
+#   $TPU_TRAINER_CACHE/maxtext-V  the MaxText runtime the local runs and checks use (same cache)
+#   $TPU_TRAINER_CACHE/tunix-V    the Tunix runtime (its config parser checks generated files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
@@ -26,6 +27,9 @@ export TPU_TRAINER_XPK_PYTHON="${XPK_VENV}/bin/python"
 
 # The MaxText runtime (Python 3.12 venv, ~2.8 GB, minutes the first time) in the same cache.
 TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install maxtext
+# The Tunix runtime (Python 3.12 venv with google-tunix, ~1.6 GB, ~90 s the first time): the
+# tests load generated GRPO configurations with Tunix's own parser.
+TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install tunix
 
 extra=()
 for dir in bench tools; do

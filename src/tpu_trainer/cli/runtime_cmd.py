@@ -16,7 +16,7 @@ app = typer.Typer(
 
 @app.command("install")
 def install(
-    name: Annotated[str, typer.Argument(help="Runtime to install: maxtext.")] = "maxtext",
+    name: Annotated[str, typer.Argument(help="Runtime to install: maxtext or tunix.")] = "maxtext",
 ) -> None:
     """Create a runtime (once; reused after that)."""
     from tpu_trainer.errors import InputError
