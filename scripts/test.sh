@@ -30,6 +30,9 @@ TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install maxtext
 # The Tunix runtime (Python 3.12 venv with google-tunix, ~1.6 GB, ~90 s the first time): the
 # tests load generated GRPO configurations with Tunix's own parser.
 TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install tunix
+# Ray 2.60 on top of the MaxText runtime (seconds once MaxText is there): the KubeRay tests run a
+# real Ray head on 127.0.0.1.
+TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install ray
 
 extra=()
 for dir in bench tools; do

@@ -16,17 +16,26 @@ app = typer.Typer(
 
 @app.command("install")
 def install(
-    name: Annotated[str, typer.Argument(help="Runtime to install: maxtext or tunix.")] = "maxtext",
+    name: Annotated[
+        str, typer.Argument(help="Runtime to install: maxtext, tunix or ray.")
+    ] = "maxtext",
 ) -> None:
     """Create a runtime (once; reused after that)."""
     from tpu_trainer.errors import InputError
     from tpu_trainer.infra.runner import SubprocessRunner
-    from tpu_trainer.runtime.manager import RUNTIMES
+    from tpu_trainer.runtime.manager import RAY, RUNTIMES
     from tpu_trainer.runtime.manager import install as do_install
 
+    if name == RAY.name:
+        from tpu_trainer.runtime.ray_runtime import install_ray
+
+        python = install_ray(SubprocessRunner(), lambda line: typer.echo(line, err=True))
+        typer.echo(f"{RAY.key} (on {RUNTIMES['maxtext'].key}): {python}")
+        return
     spec = RUNTIMES.get(name)
     if spec is None:
-        raise InputError(f"no runtime called {name}", fix=f"use one of: {', '.join(RUNTIMES)}")
+        known = ", ".join([*RUNTIMES, RAY.name])
+        raise InputError(f"no runtime called {name}", fix=f"use one of: {known}")
     python = do_install(spec, SubprocessRunner(), lambda line: typer.echo(line, err=True))
     typer.echo(f"{spec.key}: {python}")
 

@@ -50,6 +50,8 @@ KINDS = (
     Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", False, ("pc",)),
     Kind("Pod", "pods", "", True, ("po",), virtual=True),
     Kind("JobSet", "jobsets", "jobset.x-k8s.io", True, ("js",), virtual=True),
+    Kind("RayCluster", "rayclusters", "ray.io", True, ("raycluster",)),
+    Kind("Secret", "secrets", "", True, ("secret",)),
 )
 
 

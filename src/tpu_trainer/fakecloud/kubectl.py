@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud import k8s, ray_k8s
 from tpu_trainer.fakecloud import workloads as wls
 from tpu_trainer.fakecloud.common import Answer, Handler, StrictParser, ToolExit, run_tool
 from tpu_trainer.fakecloud.kubectl_io import (
@@ -103,6 +103,9 @@ def get(args: list[str]) -> Handler:
                     answer.err(not_found(kind, n).rstrip("\n"))
                 raise ToolExit(not_found(kind, missing[0]), 1)
             found = [by_name[n] for n in names if n in by_name]
+        if (ns.output or "").startswith("jsonpath="):
+            ray_k8s.jsonpath(answer, found, ns.output.removeprefix("jsonpath="))
+            return
         print_objects(answer, kind, found, ns.output, single=len(names) == 1, namespace=namespace)
 
     return run
@@ -182,6 +185,7 @@ def apply(args: list[str]) -> Handler:
         done: list[tuple[k8s.Kind, dict[str, Any]]] = []
         for source, obj in docs:
             kind = _applicable(source, obj)
+            ray_k8s.admit(state, obj, source)
             verb = k8s.put(state, obj, ns.namespace, applied=True)
             done.append((kind, obj))
             if not ns.output:  # printed as it goes: a later failure keeps the earlier lines
@@ -274,6 +278,7 @@ def delete(args: list[str]) -> Handler:
                 del state["workloads"][name]
             elif not kind.virtual and k8s.get(state, kind, name, ns.namespace) is not None:
                 del state["k8s"][k8s.key(kind, name, ns.namespace)]
+                ray_k8s.deleted(state, kind, name, ns.namespace)
             elif not ns.ignore_not_found:
                 raise ToolExit(not_found(kind, name), 1)
             else:
@@ -381,6 +386,9 @@ def _command(argv: list[str]) -> Handler:
 
 def main(argv: list[str]) -> int:
     """Answer one kubectl command line (without the leading ``kubectl``)."""
+    at = _verb_index(argv)
+    if at is not None and argv[at] == "port-forward":  # runs until stopped: not under the lock
+        return ray_k8s.port_forward_main(argv)
     return run_tool("kubectl", argv, _command)
 
 

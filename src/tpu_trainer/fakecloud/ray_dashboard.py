@@ -1,0 +1,181 @@
+"""A fake Ray dashboard: the Jobs REST API on 127.0.0.1, playing scripted jobs.
+
+Each submitted job follows a :class:`JobScript`: one status per ``GET /api/jobs/<id>`` (the
+last one repeats) and a log that grows by one chunk per status poll. ``POST .../stop`` stops a
+job that has not ended. Token authentication behaves like Ray's: without ``Authorization:
+Bearer <token>`` every call gets 401. The server runs in a thread and stops when the ``with``
+block ends.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+RAY_VERSION = "2.60.0"
+_TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+@dataclass(frozen=True, slots=True)
+class JobScript:
+    statuses: Sequence[str] = ("PENDING", "RUNNING", "SUCCEEDED")
+    chunks: Sequence[str] = ()
+    """Log text added at each status poll (chunk i shows once the status was asked i+1 times;
+    every chunk shows once the job has ended)."""
+    message: str = ""
+    """The job's final message (``Job failed due to an application error...``)."""
+    driver_exit_code: int | None = None
+
+
+@dataclass
+class _Job:
+    submission_id: str
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    script: JobScript
+    polls: int = 0
+    stopped: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.stopped:
+            return "STOPPED"
+        statuses = self.script.statuses
+        return statuses[min(self.polls, len(statuses) - 1)]
+
+    def logs(self) -> str:
+        """After n status polls, the first n chunks (all of them once the job has ended)."""
+        if self.status in _TERMINAL:
+            return "".join(self.script.chunks)
+        return "".join(self.script.chunks[: self.polls])
+
+    def details(self) -> dict[str, Any]:
+        ended = self.status in _TERMINAL
+        return {
+            "type": "SUBMISSION",
+            "job_id": None,
+            "submission_id": self.submission_id,
+            "status": self.status,
+            "entrypoint": self.entrypoint,
+            "message": (self.script.message if ended else "") or f"Job is {self.status}.",
+            "error_type": "JOB_SUPERVISOR_ACTOR_DIED" if self.status == "FAILED" else None,
+            "start_time": 1_795_000_000_000,
+            "end_time": 1_795_000_100_000 if ended else None,
+            "driver_exit_code": self.script.driver_exit_code if ended else None,
+            "runtime_env": self.runtime_env,
+        }
+
+
+@dataclass
+class FakeRayDashboard:
+    """``with FakeRayDashboard(token, JobScript(...)) as dash:`` then use ``dash.url``."""
+
+    token: str | None
+    script: JobScript = field(default_factory=JobScript)
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    calls: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(method, path, authorized) of every request."""
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None  # noqa: S101 (used inside the with block only)
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> FakeRayDashboard:
+        dashboard = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: ARG002 (quiet)
+                return
+
+            def do_GET(self) -> None:
+                dashboard._serve(self, "GET")
+
+            def do_POST(self) -> None:
+                dashboard._serve(self, "POST")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # ---- requests ---------------------------------------------------------------------------
+    def _serve(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        path = handler.path.split("?", 1)[0]
+        authorized = self.token is None or handler.headers.get("Authorization") == (
+            f"Bearer {self.token}"
+        )
+        with self._lock:
+            self.calls.append((method, path, authorized))
+            if not authorized:
+                _reply(handler, 401, "Unauthorized: Missing authentication token", text=True)
+                return
+            length = int(handler.headers.get("Content-Length") or 0)
+            body = json.loads(handler.rfile.read(length) or b"{}") if length else {}
+            code, answer = self._answer(method, path, body)
+        _reply(handler, code, answer)
+
+    def _answer(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        parts = [p for p in path.split("/") if p]
+        if parts == ["api", "version"]:
+            return 200, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "fake"}
+        if parts == ["api", "jobs"] and method == "POST":
+            sid = str(body.get("submission_id") or f"raysubmit_{len(self.jobs) + 1}")
+            if sid in self.jobs:
+                return 400, f"Job with submission_id {sid} already exists."
+            runtime_env = dict(body.get("runtime_env") or {})
+            self.jobs[sid] = _Job(sid, str(body.get("entrypoint")), runtime_env, self.script)
+            return 200, {"job_id": sid, "submission_id": sid}
+        if len(parts) < 3 or parts[:2] != ["api", "jobs"]:
+            return 404, "Not Found"
+        job = self.jobs.get(parts[2])
+        if job is None:
+            return 404, f"Job {parts[2]} does not exist"
+        rest = parts[3:]
+        if method == "GET" and not rest:
+            details = job.details()
+            job.polls += 1
+            return 200, details
+        if method == "GET" and rest == ["logs"]:
+            return 200, {"logs": job.logs()}
+        if method == "POST" and rest == ["stop"]:
+            was_running = job.status not in _TERMINAL
+            job.stopped = job.stopped or was_running
+            return 200, {"stopped": was_running}
+        return 404, "Not Found"
+
+
+def _reply(handler: BaseHTTPRequestHandler, code: int, answer: Any, *, text: bool = False) -> None:
+    is_text = text or isinstance(answer, str)
+    data = (str(answer) if is_text else json.dumps(answer)).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "text/plain" if is_text else "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -1,0 +1,226 @@
+"""The KubeRay launcher end to end against the fake cloud: the fake kubectl plays the cluster
+(RayCluster checked against its CRD, the operator's token Secret, port-forward) and a fake Ray
+dashboard on 127.0.0.1 plays the job."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
+from tpu_trainer.app.display import SilentDisplay
+from tpu_trainer.app.kuberay_run import KubeRayRun
+from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.app.ray_follow import Deadlines
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.fakecloud import fake_cloud_env, init_state, parse_scenario, write_shims
+from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
+from tpu_trainer.fakecloud.ray_k8s import configure_ray
+from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
+from tpu_trainer.plan.kuberay import RaySettings
+from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
+
+TOKEN = "kuberay-made-token-5f2c9e0a7b"
+RUN_ID = "feedf00d"
+RAY_LOG = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs" / "ray_v6e_4x4.log"
+RANK = "\x1b[36m(TrainController pid=2210)\x1b[0m - (ip=10.12.3.6, pid=4411) world_rank=0, local_rank=0, node_rank=0\n"
+SETTINGS = RaySettings(image="us-docker.pkg.dev/demo-project/images/ray-maxtext:2.60.0")
+
+
+@dataclass
+class Cloud:
+    state: Path
+    store: RunStore
+    runner: SubprocessRunner
+    plan: Plan
+    recipe: Path
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    scenario = parse_scenario(
+        {"project": "demo-project", "region": "us-central1", "cluster": {"name": "demo-cluster"}}
+    )
+    state = tmp_path / "state.json"
+    init_state(scenario, state)
+    write_shims(tmp_path / "bin")
+    env = fake_cloud_env(tmp_path / "bin", state)
+    env.pop("RAY_AUTH_TOKEN", None)
+    store = RunStore(tmp_path / "store" / "runs.db")
+
+    def record(result: CommandResult) -> None:
+        store.record_command(RUN_ID, result)
+
+    recipe = tmp_path / "recipes" / RECIPES["tee-upload"]
+    shutil.copytree(RECIPES_ROOT / RECIPES["tee-upload"], recipe)
+    plan = plan_request(
+        Request(str(recipe), config_path=CONFIG), PlanOptions(user="test_user", now=NOW)
+    )
+    yield Cloud(state, store, SubprocessRunner(env=env, recorder=record), plan, recipe)
+    store.close()
+
+
+def _job_log() -> list[str]:
+    lines = RAY_LOG.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "Started training worker group" in line)
+    lines.insert(at + 1, RANK)
+    third = len(lines) // 3
+    return ["".join(lines[:third]), "".join(lines[third : 2 * third]), "".join(lines[2 * third :])]
+
+
+def _run(cloud: Cloud, **kwargs: object) -> KubeRayRun:
+    return KubeRayRun(
+        cloud.store,
+        cloud.runner,
+        SilentDisplay(),
+        cloud.plan,
+        str(cloud.recipe),
+        SETTINGS,
+        run_id=RUN_ID,
+        poll_seconds=0.05,
+        env={},
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _kinds_left(state: Path) -> set[str]:
+    return {key.split("/")[0] for key in read_state(state)["k8s"]} & {
+        "RayCluster",
+        "Secret",
+        "ConfigMap",
+    }
+
+
+def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Cloud) -> None:
+    script = JobScript(statuses=("PENDING", "RUNNING", "RUNNING", "SUCCEEDED"), chunks=_job_log())
+    with FakeRayDashboard(TOKEN, script) as dash:
+        configure_ray(cloud.state, dashboard_port=dash.port, token=TOKEN)
+        run = _run(cloud, deadlines=Deadlines(start_s=60, finish_s=60, poll_s=0.05))
+        outcome = run.start()
+
+    assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    store = cloud.store
+    assert [s["step"] for s in store.steps(RUN_ID)] == list(range(12))
+    assert outcome.readme is not None and f"tpu-trainer run {RUN_ID}" in outcome.readme.read_text()
+    resources = {(r.kind, r.state) for r in store.resources(RUN_ID)}
+    assert resources == {
+        ("raycluster", ResourceState.DELETED),
+        ("configmap", ResourceState.DELETED),
+    }
+    assert _kinds_left(cloud.state) == set()  # the operator's Secret went with its cluster
+    verbs = [c[1] for c in recorded_calls(cloud.state) if c[0] == "kubectl"]
+    assert verbs[:2] == ["apply", "apply"] and verbs[-2:] == ["delete", "delete"]
+    assert "port-forward" in verbs
+    # the job: the mounted entry script, Ray's log deduplication off, authorized calls only
+    (job,) = dash.jobs.values()
+    assert job.entrypoint == "python /tpu-trainer/train_entry.py"
+    assert job.runtime_env["env_vars"]["RAY_DEDUP_LOGS"] == "0"
+    assert all(ok for *_, ok in dash.calls)
+    # worker 0's log holds 4411's lines only, without Ray's prefixes
+    worker0 = (run.run_dir / "worker0.log").read_text()
+    assert "RayTrainWorker" not in worker0 and worker0.count("completed step: 3,") == 1
+    assert (run.run_dir / "raycluster.yaml").is_file() and (
+        run.run_dir / "train_entry.py"
+    ).is_file()
+    # the token is in no file: the secret's recorded output is masked
+    for path in [*run.run_dir.rglob("*"), store.path]:
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+    secret_reads = [a for a, *_ in store.commands(RUN_ID) if "secret" in a]
+    assert secret_reads and all("token:***" in " ".join(a) for a in secret_reads)
+
+
+def test_a_slice_that_never_comes_fails_the_run_with_its_shape_and_still_deletes(
+    cloud: Cloud,
+) -> None:
+    waiting = "(JaxTrainer pid=812) Failed to reserve TPU head for slice with shape: tpu7x-64, retrying in 10s\n"
+    with FakeRayDashboard(TOKEN, JobScript(statuses=("RUNNING",), chunks=(waiting,))) as dash:
+        configure_ray(cloud.state, dashboard_port=dash.port, token=TOKEN)
+        outcome = _run(cloud, deadlines=Deadlines(start_s=0.5, finish_s=60, poll_s=0.05)).start()
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error is not None
+    assert "1 x tpu7x-4x4x4 (16 hosts x 4 chips each" in outcome.error
+    assert "--tpu-topology=4x4x4" in outcome.error
+    assert "Failed to reserve TPU head" in outcome.error
+    assert dash.jobs[f"tpu-trainer-{RUN_ID}"].status == "STOPPED"
+    assert _kinds_left(cloud.state) == set()
+    row = cloud.store.run(RUN_ID)
+    assert row is not None and row.status is RunStatus.FAILED
+
+
+def test_a_head_that_never_gets_ready_fails_and_still_deletes(cloud: Cloud) -> None:
+    configure_ray(cloud.state, dashboard_port=None, token=TOKEN, head_ready=False)
+    with pytest.raises(TpuTrainerError, match="was not ready within"):
+        _run(cloud, head_timeout_s=0.2).start()
+    row = cloud.store.run(RUN_ID)
+    assert row is not None and row.status is RunStatus.FAILED
+    assert {r.state for r in cloud.store.resources(RUN_ID)} == {ResourceState.DELETED}
+    assert _kinds_left(cloud.state) == set()
+
+
+class _InterruptingDisplay(SilentDisplay):
+    """Ctrl-C while the job waits for its workers."""
+
+    def waiting(self, label: str, elapsed_s: float) -> None:  # noqa: ARG002
+        if label.startswith("Requesting resources"):
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_following_stops_the_job_cancels_the_run_and_deletes(cloud: Cloud) -> None:
+    asking = "(TrainController pid=9) Requesting resources: {'TPU': 4} * 16\n"
+    with FakeRayDashboard(TOKEN, JobScript(statuses=("RUNNING",), chunks=(asking,))) as dash:
+        configure_ray(cloud.state, dashboard_port=dash.port, token=TOKEN)
+        run = _run(cloud, deadlines=Deadlines(start_s=60, finish_s=60, poll_s=0.05))
+        run.display = _InterruptingDisplay()
+        with pytest.raises(KeyboardInterrupt):
+            run.start()
+    assert dash.jobs[f"tpu-trainer-{RUN_ID}"].status == "STOPPED"
+    row = cloud.store.run(RUN_ID)
+    assert row is not None and row.status is RunStatus.CANCELLED
+    assert _kinds_left(cloud.state) == set()
+
+
+def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
+    cloud: Cloud,
+) -> None:
+    from tpu_trainer.app.kuberay_cluster import KubeRayCluster, KubeRayTeardown
+    from tpu_trainer.infra.gcloud import Gcloud
+    from tpu_trainer.infra.kubectl import Kubectl
+    from tpu_trainer.infra.xpk import Xpk
+    from tpu_trainer.plan.kuberay import kuberay_plan
+
+    store, display = cloud.store, SilentDisplay()
+    store.create_run(
+        RUN_ID,
+        model="m",
+        request="r",
+        launcher="kuberay",
+        device_type="tpu7x-4x4x4",
+        precision="bf16",
+        project="demo-project",
+        cluster="demo-cluster",
+        region="us-central1",
+        zone=None,
+        plan_json=None,
+    )
+    kplan = kuberay_plan(cloud.plan, SETTINGS, RUN_ID)
+    kubectl = Kubectl(cloud.runner)
+    cluster = KubeRayCluster(
+        kubectl, cloud.runner, store, display, RUN_ID, "demo-project", "demo-cluster"
+    )
+    cluster.create(kplan)  # then the process "dies"; the ConfigMap is removed by hand
+    assert cloud.runner.run(["kubectl", "delete", "configmap", f"{kplan.name}-entry"]).ok
+    teardown = KubeRayTeardown(
+        store, Gcloud(cloud.runner, "demo-project"), Xpk(cloud.runner), display, kubectl
+    )
+    report = teardown.run(RUN_ID)
+    assert report.deleted == [f"raycluster {kplan.name}"]
+    assert report.already_gone == [f"configmap {kplan.name}-entry"]
+    assert report.clean and _kinds_left(cloud.state) == set()
+    assert {r.state for r in store.resources(RUN_ID)} == {ResourceState.DELETED}
