@@ -72,3 +72,50 @@ def test_tpu_v7_has_no_tpu_vm_runtime(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "TPU v7 (Ironwood) is not offered as a TPU VM" in proc.stderr
     assert "next: run it on GKE" in proc.stderr
+
+
+def test_a_killed_tpu_vm_run_is_cleaned_up_by_cleanup(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    recipe = _v6e_recipe(tmp_path)
+    env = cli_env(tmp_path)
+    scenario = str(SCENARIOS / "hang.yaml")
+    argv = [sys.executable, "-m", "tpu_trainer", "train", str(recipe), "--backend", "tpu-vm"]
+    proc = subprocess.Popen(
+        [*argv, "--rehearse", scenario, "--poll", "0.01"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    db_path = tmp_path / "store" / "runs.db"
+    deadline = time.monotonic() + 120
+    run_id = None
+    while time.monotonic() < deadline and run_id is None:
+        time.sleep(0.2)
+        if db_path.exists():
+            row = (
+                sqlite3.connect(db_path)
+                .execute(
+                    "SELECT r.id FROM runs r JOIN stages s ON s.run_id = r.id "
+                    "WHERE s.name = 'train' AND s.status = 'running'"
+                )
+                .fetchone()
+            )
+            run_id = row[0] if row else None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert run_id is not None, "the run never reached its training stage"
+    state = read_state(tmp_path / "rehearsal" / "state.json")
+    assert state["tpu_vm"]["nodes"], "the VM should still be there after SIGKILL"
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", "cleanup", run_id, "--rehearse", scenario],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
+    assert "deleted 1" in cleanup.stdout
+    assert read_state(tmp_path / "rehearsal" / "state.json")["tpu_vm"]["nodes"] == {}

@@ -12,7 +12,14 @@ import typer
 from tpu_trainer.cli.common import ConfigOpt, JsonOpt, RehearseOpt, RequestArg
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from tpu_trainer.app.preflight import Check
+    from tpu_trainer.app.teardown import TeardownReport
+
+    class _Teardown(Protocol):
+        def run(self, run_id: str) -> TeardownReport: ...
+
     from tpu_trainer.app.services import Services
     from tpu_trainer.cli.services_cli import Setup
 
@@ -152,11 +159,25 @@ def _delete_orphan_pools(config: Path | None, dry_run: bool, rehearse: Path | No
         typer.echo("no orphan node pools")
 
 
+def _teardown_for(svc: Services, launcher: str) -> _Teardown:
+    """The teardown that knows the kinds of resource a launcher makes."""
+    from tpu_trainer.app.teardown import Teardown
+
+    if launcher == "tpu-vm":
+        from tpu_trainer.app.tpu_vm_teardown import TpuVmTeardown
+        from tpu_trainer.infra.tpu_vm import TpuVmCloud
+
+        return TpuVmTeardown(svc.store, TpuVmCloud(svc.runner), svc.display)
+    if launcher == "kuberay":
+        from tpu_trainer.app.kuberay_cluster import KubeRayTeardown
+
+        return KubeRayTeardown(svc.store, svc.gcloud, svc.xpk, svc.display, svc.kubectl)
+    return Teardown(svc.store, svc.gcloud, svc.xpk, svc.display)
+
+
 def _cleanup_runs(
     run_ids: list[str], config: Path | None, dry_run: bool, rehearse: Path | None
 ) -> None:
-
-    from tpu_trainer.app.teardown import Teardown
     from tpu_trainer.errors import InputError
     from tpu_trainer.store.db import RunStatus
 
@@ -172,7 +193,7 @@ def _cleanup_runs(
                 fix="stop it with Ctrl-C; it cleans up after itself",
             )
         svc.current.run_id = run_id
-        report = Teardown(svc.store, svc.gcloud, svc.xpk, svc.display).run(run_id)
+        report = _teardown_for(svc, row.launcher).run(run_id)
         typer.echo(
             f"run {run_id}: deleted {len(report.deleted)}, already gone "
             f"{len(report.already_gone)}, failed {len(report.failed)}"
