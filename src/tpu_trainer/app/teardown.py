@@ -7,10 +7,11 @@ are never touched.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Protocol
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud, is_not_found
@@ -133,9 +134,23 @@ class Interrupted(BaseException):
     """SIGTERM arrived: unwind like Ctrl-C so teardown runs."""
 
 
+class RunTeardown(Protocol):
+    """Deletes what one run made (each launcher has its own)."""
+
+    def run(self, run_id: str) -> TeardownReport: ...
+
+
 @contextmanager
-def teardown_always(store: RunStore, run_id: str, teardown: Teardown) -> Iterator[None]:
-    """Run the body; whatever happens (error, Ctrl-C, SIGTERM), tear the run down after."""
+def teardown_always(
+    store: RunStore,
+    run_id: str,
+    teardown: RunTeardown,
+    before_teardown: Callable[[], None] | None = None,
+) -> Iterator[None]:
+    """Run the body; whatever happens (error, Ctrl-C, SIGTERM), tear the run down after.
+
+    ``before_teardown`` (e.g. stopping a program by its process id) is called first when the
+    body did not finish; its own failure never keeps the teardown from running."""
 
     def on_term(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
         raise Interrupted
@@ -144,9 +159,10 @@ def teardown_always(store: RunStore, run_id: str, teardown: Teardown) -> Iterato
     status = RunStatus.FAILED
     error: str | None = None
     report: TeardownReport | None = None
+    finished = False
     try:
         yield
-        status = RunStatus.SUCCEEDED
+        status, finished = RunStatus.SUCCEEDED, True
     except (KeyboardInterrupt, Interrupted):
         status, error = RunStatus.CANCELLED, "interrupted"
         raise
@@ -156,10 +172,16 @@ def teardown_always(store: RunStore, run_id: str, teardown: Teardown) -> Iterato
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
-            report = teardown.run(run_id)
+            if not finished and before_teardown is not None:
+                before_teardown()
+        except Exception:  # noqa: S110 (the teardown that follows removes what still runs)
+            pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
-            _finish(store, run_id, status, error, report)
+            try:
+                report = teardown.run(run_id)
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+                _finish(store, run_id, status, error, report)
 
 
 def _finish(

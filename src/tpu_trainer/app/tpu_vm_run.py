@@ -26,8 +26,9 @@ from tpu_trainer.app.gke_run import RunOutcome
 from tpu_trainer.app.results import Versions, record_results, store_metrics
 from tpu_trainer.app.services import new_run_id
 from tpu_trainer.app.stages import Stages
+from tpu_trainer.app.teardown import teardown_always
 from tpu_trainer.app.tpu_vm_provision import VmProvisioner
-from tpu_trainer.app.tpu_vm_teardown import TpuVmTeardown, tpu_vm_teardown_always
+from tpu_trainer.app.tpu_vm_teardown import TpuVmTeardown
 from tpu_trainer.app.vm_follow import READERS, TrainFollower, WorkerLogTail
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.errors import InputError, TpuTrainerError
@@ -133,7 +134,7 @@ class TpuVmRun:
         outcome = RunOutcome(self.run_id, RunStatus.RUNNING, zone=vm.zone)
         teardown = TpuVmTeardown(self.store, self.cloud, self.display)
         try:
-            with tpu_vm_teardown_always(self.store, self.run_id, teardown, self._stop):
+            with teardown_always(self.store, self.run_id, teardown, self._stop):
                 self._body(outcome)
         except TpuTrainerError as e:
             outcome.error = e.message

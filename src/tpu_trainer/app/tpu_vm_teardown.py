@@ -7,18 +7,15 @@ VM is really gone. Nothing the store does not list is ever deleted.
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 
 from tpu_trainer.app.display import Display
-from tpu_trainer.app.teardown import Interrupted, TeardownReport
+from tpu_trainer.app.teardown import TeardownReport
 from tpu_trainer.infra.gcloud import is_not_found
 from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.infra.tpu_vm import TpuVmCloud
-from tpu_trainer.store.db import LIVE_STATES, Resource, ResourceState, RunStatus, RunStore
+from tpu_trainer.store.db import LIVE_STATES, Resource, ResourceState, RunStore
 
 TPU_VM = "tpu-vm"
 QUEUED_RESOURCE = "queued-resource"
@@ -79,64 +76,3 @@ class TpuVmTeardown:
             if still is not None:
                 self.store.resource_state(res.id, ResourceState.CREATED)
                 report.failed.append(f"{TPU_VM} {res.name} still present ({still.state})")
-
-
-@contextmanager
-def tpu_vm_teardown_always(
-    store: RunStore,
-    run_id: str,
-    teardown: TpuVmTeardown,
-    before_teardown: Callable[[], None] | None = None,
-) -> Iterator[None]:
-    """Run the body; whatever happens (error, Ctrl-C, SIGTERM), call ``before_teardown`` (stop
-    the program) when the body did not finish, then tear the run down."""
-
-    def on_term(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
-        raise Interrupted
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    status, error = RunStatus.FAILED, None
-    report: TeardownReport | None = None
-    finished = False
-    try:
-        yield
-        status, finished = RunStatus.SUCCEEDED, True
-    except (KeyboardInterrupt, Interrupted):
-        status, error = RunStatus.CANCELLED, "interrupted"
-        raise
-    except BaseException as e:
-        error = str(e)[:2000]
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            if not finished and before_teardown is not None:
-                before_teardown()
-        except Exception:  # noqa: S110 (deleting the VM stops whatever still runs)
-            pass
-        finally:
-            try:
-                report = teardown.run(run_id)
-            finally:
-                signal.signal(signal.SIGTERM, previous)
-                _finish(store, run_id, status, error, report)
-
-
-def _finish(
-    store: RunStore,
-    run_id: str,
-    status: RunStatus,
-    error: str | None,
-    report: TeardownReport | None,
-) -> None:
-    current = store.run(run_id)
-    if current is None:
-        return
-    if report is None or not report.clean:
-        failed = "; ".join(report.failed) if report else "teardown did not run to the end"
-        note = f"teardown incomplete: {failed}"
-        store.finish_run(
-            run_id, RunStatus.FAILED, "; ".join(x for x in (current.error or error, note) if x)
-        )
-    elif current.status is RunStatus.RUNNING:
-        store.finish_run(run_id, status, error)
