@@ -33,6 +33,9 @@ TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install tunix
 # Ray 2.60 on top of the MaxText runtime (seconds once MaxText is there): the KubeRay tests run a
 # real Ray head on 127.0.0.1.
 TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install ray
+# The Hugging Face runtime (transformers, accelerate and a CPU torch; ~1.2 GB, under a minute the
+# first time): the generated training script is smoke-run on this CPU.
+TPU_TRAINER_CACHE="${CACHE}" .venv/bin/python -m tpu_trainer.runtime.hf_runtime
 
 extra=()
 for dir in bench tools; do

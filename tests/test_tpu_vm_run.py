@@ -360,3 +360,49 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
     assert len(deletes) == 1 and calls.index(stops[0]) < deletes[0]  # stopped, then deleted
     row = RunStore(tmp_path / "store" / "runs.db").run("0a1b2c3d")
     assert row is not None and row.status is RunStatus.CANCELLED
+
+
+def test_transformers_on_a_v5e8_vm_stores_its_steps_and_passes_hf_token_by_name_only(
+    tmp_path: Path,
+) -> None:
+    from tpu_trainer.plan.hf_program import HfSettings, hf_program
+
+    cloud = _cloud(tmp_path, "hf_v5e8.yaml", HF_TOKEN=HF_TOKEN)
+    run = TpuVmRun(
+        store=cloud.store,
+        runner=cloud.runner,
+        display=cloud.display,
+        vm=tpu_vm_spec(
+            run_id="7c8d9e0f",
+            model="llama-3.2-1b",
+            project="demo-project",
+            zone="us-west4-a",
+            slice=Slice.parse("v5litepod-8"),
+        ),
+        program=hf_program(HfSettings()),
+        request="seed 004 (Transformers on TPU)",
+        model="llama-3.2-1b",
+        run_id="7c8d9e0f",
+        env=cloud.env,
+        poll_seconds=0.01,
+    )
+    cloud.current["run"] = run.run_id
+    outcome = run.start()
+    assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    steps = cloud.store.steps("7c8d9e0f")
+    assert [s["step"] for s in steps] == [0, 1, 2, 3, 4, 5]
+    assert steps[0]["seconds"] == pytest.approx(96.3121)  # the XLA compile
+    assert steps[5]["loss"] == pytest.approx(8.302)
+    metrics = cloud.store.metrics("7c8d9e0f") or {}
+    assert metrics["steps_completed"] == 6 and metrics["first_step_seconds"] == pytest.approx(
+        96.3121
+    )
+    (train,) = [c for c in cloud.calls("gcloud") if any("train.pid" in a for a in c)]
+    command = next(a for a in train if a.startswith("--command="))
+    assert "PJRT_DEVICE=TPU" in command and "train_hf.py" in command
+    assert "--ssh-flag=-o SendEnv=HF_TOKEN" in train
+    run_dir = cloud.store.path.parent / "runs" / "7c8d9e0f"
+    assert "xla_fsdp_v2" in (run_dir / "files" / "train_hf.py").read_text()
+    assert _mentions(cloud.store.path.parent, HF_TOKEN) == []
+    assert _mentions(cloud.state.parent, HF_TOKEN) == []
+    assert cloud.nodes() == {}

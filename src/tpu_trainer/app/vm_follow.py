@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
-from tpu_trainer.frameworks import maxtext_log, tunix
+from tpu_trainer.frameworks import hf_transformers, maxtext_log, tunix
 from tpu_trainer.frameworks.maxtext_log import ParsedLog, StepRecord
 from tpu_trainer.plan.diagnose import LiveScanner, Match
 from tpu_trainer.plan.vm_program import LogFormat
@@ -32,10 +32,12 @@ def _maxtext_step(line: str) -> StepRecord | None:
 READERS: Mapping[LogFormat, LogReader] = {
     LogFormat.MAXTEXT: maxtext_log.read_log,
     LogFormat.TUNIX: tunix.read_log,
+    LogFormat.HF_TRANSFORMERS: hf_transformers.read_log,
 }
 STEP_PARSERS: Mapping[LogFormat, StepParser] = {
     LogFormat.MAXTEXT: _maxtext_step,
     LogFormat.TUNIX: tunix.parse_step,
+    LogFormat.HF_TRANSFORMERS: hf_transformers.parse_step,
 }
 
 

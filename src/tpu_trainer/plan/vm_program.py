@@ -23,6 +23,7 @@ class LogFormat(StrEnum):
 
     MAXTEXT = "maxtext"
     TUNIX = "tunix"
+    HF_TRANSFORMERS = "hf-transformers"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
