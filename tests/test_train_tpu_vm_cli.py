@@ -119,3 +119,18 @@ def test_a_killed_tpu_vm_run_is_cleaned_up_by_cleanup(tmp_path: Path) -> None:
     assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
     assert "deleted 1" in cleanup.stdout
     assert read_state(tmp_path / "rehearsal" / "state.json")["tpu_vm"]["nodes"] == {}
+
+
+def test_kuberay_needs_an_image_and_a_real_cluster(tmp_path: Path) -> None:
+    recipe = _v6e_recipe(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", "train", str(recipe), "--backend", "kuberay"],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "--backend kuberay needs --ray-image" in proc.stderr
+    assert "next: add --ray-image IMAGE" in proc.stderr

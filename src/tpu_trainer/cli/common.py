@@ -51,14 +51,15 @@ class Backend(StrEnum):
     GKE = "gke"
     LOCAL = "local"
     TPU_VM = "tpu-vm"
+    KUBERAY = "kuberay"
 
 
 BackendOpt = Annotated[
     Backend | None,
     typer.Option(
         "--backend",
-        help="gke (TPUs through xpk), tpu-vm (a TPU VM made for the run) or local (MaxText on "
-        "this machine's CPU). "
+        help="gke (TPUs through xpk), kuberay (a RayCluster running a Ray Train JaxTrainer job), "
+        "tpu-vm (a TPU VM made for the run) or local (MaxText on this machine's CPU). "
         "Default: local for cpu-1 recipes, gke otherwise.",
     ),
 ]

@@ -54,6 +54,7 @@ def train(
     backend: BackendOpt = None,
     scale_down: ScaleDownOpt = False,
     skip_checks: SkipChecksOpt = False,
+    ray_image: RayImageOpt = None,
 ) -> None:
     """Provision, submit, follow and always clean up one training run (or run it on this
     machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
@@ -75,6 +76,12 @@ def train(
             "--rehearse rehearses a run on GKE; --backend local and --scale-down run here",
             fix="drop --rehearse to run on this machine, or drop --backend local/--scale-down",
         )
+    if backend is Backend.KUBERAY and (rehearse is not None or not ray_image):
+        raise InputError(
+            "--backend kuberay needs --ray-image (an image with Ray and MaxText) and a real "
+            "cluster (its rehearsal is not offered)",
+            fix="add --ray-image IMAGE and drop --rehearse",
+        )
     if rehearse is None:
         local_plan = plan_request(req, replace(options, profiler=None))
         if choose_backend(local_plan, backend, scale_down=scale_down) is Backend.LOCAL:
@@ -91,6 +98,9 @@ def train(
     if backend is Backend.TPU_VM:
         _finish(_train_on_tpu_vm(setup, plan_for_zone(None), label, lang, poll))
         return
+    if backend is Backend.KUBERAY:
+        _finish(_train_on_kuberay(setup, plan_for_zone(None), label, lang, ray_image or ""))
+        return
     run = GkeRun(
         setup.services,
         setup.config,
@@ -103,6 +113,10 @@ def train(
     _finish(run.start())
 
 
+RayImageOpt = Annotated[
+    str | None,
+    typer.Option("--ray-image", help="With --backend kuberay: the image with Ray and MaxText."),
+]
 SkipChecksOpt = Annotated[
     bool,
     typer.Option("--skip-checks", help="Submit even when a pre-flight check fails."),
@@ -205,6 +219,30 @@ def _train_on_tpu_vm(
         lang=lang,
         run_id=run_id,
         poll_seconds=poll,
+    )
+    return run.start()
+
+
+def _train_on_kuberay(
+    setup: Setup, plan: Plan, label: str, lang: str, image: str
+) -> RunOutcome:
+    """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context)."""
+    from tpu_trainer.app.kuberay_run import KubeRayRun
+    from tpu_trainer.app.services import new_run_id
+    from tpu_trainer.plan.kuberay import RaySettings
+
+    services = setup.services
+    run_id = new_run_id()
+    services.current.run_id = run_id
+    run = KubeRayRun(
+        services.store,
+        services.runner,
+        services.display,
+        plan,
+        label,
+        RaySettings(image=image),
+        lang=lang,
+        run_id=run_id,
     )
     return run.start()
 
