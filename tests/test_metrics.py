@@ -495,3 +495,47 @@ def test_cli_bad_precision_is_an_input_error() -> None:
     result = RUNNER.invoke(cli_app(), args)
     assert isinstance(result.exception, InputError)
     assert "--precision bf16" in result.exception.fix
+
+
+def test_a_log_without_tflops_still_has_a_steady_state() -> None:
+    # Tunix and Transformers print loss and time per step, never TFLOP/s.
+    steps = [
+        StepRecord(
+            step=i,
+            seconds=s,
+            tflops_per_device=None,
+            tokens_per_device=None,
+            total_weights=None,
+            loss=5.0 - i * 0.1,
+        )
+        for i, s in enumerate((30.0, 2.5, 1.0, 1.2, 1.1))
+    ]
+    metrics = summarize(
+        steps,
+        slice=Slice.parse("v6e-16"),
+        precision=Precision.BF16,
+        profiler_skip=None,
+        profiler_steps=None,
+    )
+    assert metrics.steady_steps == (2, 3, 4)
+    assert metrics.step_seconds == pytest.approx(1.1)
+    assert metrics.tflops_per_chip is None
+    mixed = [
+        *steps[:4],
+        StepRecord(
+            step=5,
+            seconds=1.0,
+            tflops_per_device=100.0,
+            tokens_per_device=None,
+            total_weights=None,
+            loss=4.0,
+        ),
+    ]
+    only = summarize(
+        mixed,
+        slice=Slice.parse("v6e-16"),
+        precision=Precision.BF16,
+        profiler_skip=None,
+        profiler_steps=None,
+    )
+    assert only.steady_steps == (5,)  # where the log has TFLOP/s, lines without it do not count

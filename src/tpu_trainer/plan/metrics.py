@@ -36,6 +36,8 @@ class _Window:
 
     first_steady: int
     profiler: range
+    has_tflops: bool = True
+    """Whether the log reports TFLOP/s at all (MaxText does; Tunix and Transformers do not)."""
 
 
 # (test, reason) in order: the first test that holds excludes the step with its reason.
@@ -55,7 +57,10 @@ _RULES: tuple[tuple[_Test, _Reason], ...] = (
             "(tracing slows steps ~3x)"
         ),
     ),
-    (lambda s, _: s.tflops_per_device is None, lambda _s, _: "no TFLOP/s in the line"),
+    (
+        lambda s, w: w.has_tflops and s.tflops_per_device is None,
+        lambda _s, _: "no TFLOP/s in the line",
+    ),
 )
 
 
@@ -190,7 +195,11 @@ def summarize(
     found = _unique(steps)
     unique = found.steps
     skip, count = profiler_skip or 0, profiler_steps if profiler_skip is not None else 0
-    window = _Window(first_steady=first_steady, profiler=range(skip, skip + (count or 0)))
+    window = _Window(
+        first_steady=first_steady,
+        profiler=range(skip, skip + (count or 0)),
+        has_tflops=any(s.tflops_per_device is not None for s in unique),
+    )
     reasons = _reasons(unique, window, outlier_factor)
     steady = [s for s in unique if s.step not in reasons]
     per_chip = slice.accelerator.jax_devices_per_chip
