@@ -20,6 +20,7 @@ from tpu_trainer.cli import (
     runtime_cmd,
     slice_cmd,
     train_cmd,
+    vm_programs_cmd,
 )
 from tpu_trainer.errors import TpuTrainerError
 
@@ -39,6 +40,8 @@ app.command("slice")(slice_cmd.slice_info)
 app.command("train")(train_cmd.train)
 app.command("resume")(train_cmd.resume)
 app.command("check")(check_cmd.check)
+app.command("grpo")(vm_programs_cmd.grpo)
+app.command("hf")(vm_programs_cmd.hf)
 app.command("preflight")(ops_cmd.preflight)
 app.command("cleanup")(ops_cmd.cleanup)
 app.command("gc")(ops_cmd.gc)
