@@ -12,17 +12,16 @@ complete, marked, and reused after that: ``python -m tpu_trainer.runtime.hf_runt
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
+from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.infra.tool_env import cache_dir
 from tpu_trainer.plan.hf_program import ACCELERATE_VERSION, TRANSFORMERS_VERSION
-from tpu_trainer.runtime.manager import MARKER, Progress, _rewrite_scripts, find_python
+from tpu_trainer.runtime.manager import MARKER, Progress, check_ok, find_python, publish
 
 INSTALL_TIMEOUT_S = 3600
 
@@ -100,29 +99,19 @@ def install_hf(
             )
         )
         _ok(runner.run([str(partial / "bin" / "python"), "-c", _CHECK], timeout=600))
-        if target.exists():
-            shutil.rmtree(target)
-        partial.rename(target)
-        _rewrite_scripts(partial, target)
-        info = {
+        info: dict[str, object] = {
             "name": "hf",
             "version": spec.transformers,
             "requirement": " ".join(spec.requirements),
             "python": python,
             "seconds": round(time.monotonic() - started),
         }
-        (target / MARKER).write_text(json.dumps(info, indent=2), encoding="utf-8")
+        publish(partial, target, info)
         progress(f"{spec.key} ready after {time.monotonic() - started:.0f} s")
         return hf_python(spec, env)
 
 
-def _ok(result: CommandResult) -> None:
-    if not result.ok:
-        raise CommandFailed(
-            result,
-            fix="see the pip output above; the partial runtime is removed and made again "
-            "on the next try",
-        )
+_ok = check_ok
 
 
 def main() -> int:

@@ -151,24 +151,33 @@ def install(
                 [str(partial / "bin" / "python"), "-c", f"import {spec.check_import}"], timeout=600
             )
         )
-        if target.exists():
-            shutil.rmtree(target)
-        partial.rename(target)
-        _rewrite_scripts(partial, target)
-        (target / MARKER).write_text(
-            json.dumps(
-                {
-                    "name": spec.name,
-                    "version": spec.version,
-                    "requirement": spec.requirement,
-                    "python": python,
-                    "seconds": round(time.monotonic() - started),
-                },
-                indent=2,
-            )
+        publish(
+            partial,
+            target,
+            {
+                "name": spec.name,
+                "version": spec.version,
+                "requirement": spec.requirement,
+                "python": python,
+                "seconds": round(time.monotonic() - started),
+            },
         )
         progress(f"{spec.key} ready after {time.monotonic() - started:.0f} s")
         return runtime_python(spec, env)
+
+
+def publish(partial: Path, target: Path, info: dict[str, object]) -> None:
+    """Move a finished ``.partial`` venv into place and mark it installed (its marker last)."""
+    if target.exists():
+        shutil.rmtree(target)
+    partial.rename(target)
+    _rewrite_scripts(partial, target)
+    (target / MARKER).write_text(json.dumps(info, indent=2), encoding="utf-8")
+
+
+def check_ok(result: object) -> None:
+    """A pip or venv step that must succeed (the partial runtime is made again next time)."""
+    _ok(result)
 
 
 def _ok(result: object) -> None:

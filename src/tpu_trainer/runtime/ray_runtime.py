@@ -13,21 +13,20 @@ complete, marked, and reused after that.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
 
-from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
+from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.runtime.manager import (
-    MARKER,
     MAXTEXT,
     RAY,
     Progress,
-    _rewrite_scripts,
+    check_ok,
     find_python,
     install,
     is_installed,
+    publish,
     runtime_dir,
     runtime_python,
 )
@@ -93,11 +92,7 @@ def install_ray(
         _ok(runner.run([*pip, *flags, RAY.requirement], timeout=INSTALL_TIMEOUT_S, on_line=on_line))
         check = f"import {RAY.check_import}, {MAXTEXT.check_import}"
         _ok(runner.run([str(partial / "bin" / "python"), "-c", check], timeout=600))
-        if target.exists():
-            shutil.rmtree(target)
-        partial.rename(target)
-        _rewrite_scripts(partial, target)
-        info = {
+        info: dict[str, object] = {
             "name": RAY.name,
             "version": RAY.version,
             "requirement": RAY.requirement,
@@ -105,15 +100,9 @@ def install_ray(
             "layered_on": str(base_site),
             "seconds": round(time.monotonic() - started),
         }
-        (target / MARKER).write_text(json.dumps(info, indent=2), encoding="utf-8")
+        publish(partial, target, info)
         progress(f"{RAY.key} ready after {time.monotonic() - started:.0f} s")
         return runtime_python(RAY, env)
 
 
-def _ok(result: CommandResult) -> None:
-    if not result.ok:
-        raise CommandFailed(
-            result,
-            fix="see the pip output above; the partial runtime is removed and made again "
-            "on the next try",
-        )
+_ok = check_ok
