@@ -39,12 +39,22 @@ def test_local_args_replace_what_only_makes_sense_on_tpus(tmp_path: Path) -> Non
     assert "model_name=llama3.1-8b" in args
     assert not any(a.startswith(("profiler=", "profiler_steps=")) for a in args)
     assert args[-4:] == [
-        "run_name=abcd1234",
+        "run_name=tpt-abcd1234",
         f"base_output_directory={tmp_path / 'output'}",
         "hardware=cpu",
         "skip_jax_distributed_system=true",
     ]
-    assert [a for a in args if a.startswith("run_name=")] == ["run_name=abcd1234"]
+    assert [a for a in args if a.startswith("run_name=")] == ["run_name=tpt-abcd1234"]
+
+
+def test_a_run_id_that_looks_like_a_number_stays_a_name(tmp_path: Path) -> None:
+    # MaxText types command-line values like YAML: a bare 662482e3 would be 662482000.0.
+    from tpu_trainer.checks.pyconfig import cli_value as parse_value
+
+    assert parse_value("662482e3") == 662482000.0
+    args = local_args(plan_for(RECIPES["classic"]), tmp_path, "662482e3")
+    name = next(a for a in args if a.startswith("run_name=")).partition("=")[2]
+    assert parse_value(name) == "tpt-662482e3"
 
 
 def test_base_config_is_found_inside_the_installed_package(tmp_path: Path) -> None:

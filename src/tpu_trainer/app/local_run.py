@@ -65,7 +65,8 @@ def local_args(plan: Plan, run_dir: Path, run_id: str) -> list[str]:
     ]
     return [
         *kept,
-        f"run_name={run_id}",
+        # a prefix, because MaxText reads a bare id such as 662482e3 as the number 662482000.0
+        f"run_name=tpt-{run_id}",
         f"base_output_directory={run_dir / 'output'}",
         "hardware=cpu",
         "skip_jax_distributed_system=true",
