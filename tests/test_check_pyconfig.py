@@ -19,9 +19,8 @@ from tpu_trainer.checks.pyconfig import (
     RENAMES,
     check_static,
     cli_value,
-    run_pyconfig,
-    verdict_findings,
 )
+from tpu_trainer.checks.pyconfig_runtime import run_pyconfig, verdict_findings
 from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.plan.plan import Finding, Level

@@ -106,7 +106,7 @@ def fast_findings(
 def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
     """Checks that ask MaxText and JAX in the runtime (and the AOT compile when asked)."""
     from tpu_trainer.checks import aot as aot_check
-    from tpu_trainer.checks import mesh, pyconfig
+    from tpu_trainer.checks import mesh, pyconfig_runtime
 
     if plan.recipe.framework is not Framework.MAXTEXT:
         return CheckReport(())
@@ -114,7 +114,10 @@ def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
     seconds: dict[str, float] = {}
     findings: list[Finding] = []
     steps: list[tuple[str, Callable[[], Sequence[Finding]]]] = [
-        ("maxtext-config (MaxText pyconfig)", lambda: pyconfig.check_runtime(request, runner)),
+        (
+            "maxtext-config (MaxText pyconfig)",
+            lambda: pyconfig_runtime.check_runtime(request, runner),
+        ),
         ("mesh (JAX)", lambda: mesh.check_mesh_runtime(request, runner)),
     ]
     if aot:
