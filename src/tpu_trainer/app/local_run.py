@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from datetime import date
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
@@ -13,12 +12,8 @@ from tpu_trainer.app.gke_run import RunOutcome
 from tpu_trainer.app.results import (
     Recorded,
     Versions,
-    metrics_from_log,
+    package_versions,
     record_results,
-    report_to_json,
-    run_report,
-    store_metrics,
-    write_report,
 )
 from tpu_trainer.app.services import new_run_id
 from tpu_trainer.app.stages import Stages
@@ -184,41 +179,19 @@ class LocalRun:
 
     def _record(self, stages: Stages, plan: Plan) -> Recorded | None:
         """Metrics into the store and the README section; a scaled-down run's row says what
-        it was (same steps as :func:`record_results`, with the note)."""
+        it was."""
+        note = (
+            ""
+            if self.scaled is None
+            else f"scale-down of {self.plan.slice.device_type} on CPU: {self.scaled.summary}"
+        )
         log = self.run_dir / "worker0.log"
-        if self.scaled is None:
-            return record_results(stages, plan, log, self.lang, self.versions)
-        if not log.exists():
-            return None
-        stages.start("collect")
-        metrics = metrics_from_log(log, plan)
-        store_metrics(self.store, self.run_id, metrics)
-        stages.done("collect", detail=f"{metrics.steps_completed} steps")
-        report = run_report(metrics, plan, self.run_id, date.today(), self.versions)
-        if report is None:
-            self.display.info("no steady-state steps: nothing to add to the README")
-            return Recorded(metrics.to_json(), None)
-        note = f"scale-down of {self.plan.slice.device_type} on CPU: {self.scaled.summary}"
-        report = replace(report, note="; ".join(n for n in (note, report.note) if n))
-        stages.start("report")
-        self.store.set_metrics(
-            self.run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
-        )
-        readme, plots, changed = write_report(report, plan.model_dir, self.lang)
-        stages.done("report", detail=str(readme))
-        self.display.info(
-            f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
-        )
-        return Recorded(metrics.to_json(), readme)
+        return record_results(stages, plan, log, self.lang, self.versions, note=note)
 
     @staticmethod
     def _versions(site_packages: Path) -> Versions:
         """Versions read from the runtime's package metadata (no interpreter start-up)."""
-        from importlib.metadata import distributions
-
-        found = {
-            d.metadata["Name"].lower(): d.version for d in distributions(path=[str(site_packages)])
-        }
+        found = package_versions([str(site_packages)])
         return Versions(
             framework=found.get("maxtext", MAXTEXT.version),
             jax=found.get("jax", ""),

@@ -18,7 +18,7 @@ from tpu_trainer.app.gke_run import RunOutcome
 from tpu_trainer.app.local_run import ENTRY_MODULE, local_args
 from tpu_trainer.app.ray_follow import Deadlines, Waiting
 from tpu_trainer.app.ray_job import JobRequest, RayJob
-from tpu_trainer.app.results import Versions
+from tpu_trainer.app.results import Versions, package_versions
 from tpu_trainer.app.services import new_run_id
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.infra.ray_jobs import RayJobsClient
@@ -59,8 +59,6 @@ def cpu_entry(plan: Plan, run_dir: Path, run_id: str, num_workers: int = 1) -> E
 def versions_of(python: Path) -> Versions:
     """MaxText's and JAX's versions as the Python's environment sees them (its site-packages and
     the folders its ``.pth`` files add), read from package metadata without starting it."""
-    from importlib.metadata import distributions
-
     sites = sorted(python.parent.parent.glob("lib/python3*/site-packages"))
     paths = [str(s) for s in sites]
     for pth in (p for s in sites for p in s.glob("*.pth")):
@@ -71,7 +69,7 @@ def versions_of(python: Path) -> Versions:
                 paths.append(folder)
     if not paths:
         return Versions()
-    found = {d.metadata["Name"].lower(): d.version for d in distributions(path=paths)}
+    found = package_versions(paths)
     return Versions(framework=found.get("maxtext", ""), jax=found.get("jax", ""))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,14 @@ class Versions:
     jax: str = ""
     libtpu: str = ""
     xpk: str = ""
+
+
+def package_versions(paths: list[str]) -> dict[str, str]:
+    """Installed distributions under ``paths`` (lower-cased name → version), read from their
+    metadata without starting an interpreter."""
+    from importlib.metadata import distributions
+
+    return {d.metadata["Name"].lower(): d.version for d in distributions(path=paths)}
 
 
 def run_report(
@@ -154,10 +162,16 @@ class Recorded:
 
 
 def record_results(
-    stages: Stages, plan: Plan, log: Path, lang: str, versions: Versions | None = None
+    stages: Stages,
+    plan: Plan,
+    log: Path,
+    lang: str,
+    versions: Versions | None = None,
+    note: str = "",
 ) -> Recorded | None:
     """The collect and report stages: metrics of ``log`` into the store, and, when there is a
-    steady state, the run's row and section in the model's README (with plots)."""
+    steady state, the run's row and section in the model's README (with plots). ``note`` goes
+    before the report's own note (e.g. what a scaled-down run was)."""
     if not log.exists():
         return None
     store, run_id, display = stages.store, stages.run_id, stages.display
@@ -169,6 +183,8 @@ def record_results(
     if report is None:
         display.info("no steady-state steps: nothing to add to the README")
         return Recorded(metrics.to_json(), None)
+    if note:
+        report = replace(report, note="; ".join(n for n in (note, report.note) if n))
     stages.start("report")
     store.set_metrics(
         run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
