@@ -35,7 +35,7 @@ TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install tunix
 TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install ray
 # The Hugging Face runtime (transformers, accelerate and a CPU torch; ~1.2 GB, under a minute the
 # first time): the generated training script is smoke-run on this CPU.
-TPU_TRAINER_CACHE="${CACHE}" .venv/bin/python -m tpu_trainer.runtime.hf_runtime
+TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install hf
 
 extra=()
 for dir in bench tools; do

@@ -17,7 +17,7 @@ app = typer.Typer(
 @app.command("install")
 def install(
     name: Annotated[
-        str, typer.Argument(help="Runtime to install: maxtext, tunix or ray.")
+        str, typer.Argument(help="Runtime to install: maxtext, tunix, ray or hf.")
     ] = "maxtext",
 ) -> None:
     """Create a runtime (once; reused after that)."""
@@ -32,9 +32,11 @@ def install(
         python = install_ray(SubprocessRunner(), lambda line: typer.echo(line, err=True))
         typer.echo(f"{RAY.key} (on {RUNTIMES['maxtext'].key}): {python}")
         return
-    spec = RUNTIMES.get(name)
+    from tpu_trainer.runtime.hf_runtime import HF
+
+    spec = {**RUNTIMES, HF.name: HF}.get(name)
     if spec is None:
-        known = ", ".join([*RUNTIMES, RAY.name])
+        known = ", ".join([*RUNTIMES, RAY.name, HF.name])
         raise InputError(f"no runtime called {name}", fix=f"use one of: {known}")
     python = do_install(spec, SubprocessRunner(), lambda line: typer.echo(line, err=True))
     typer.echo(f"{spec.key}: {python}")

@@ -32,10 +32,18 @@ class RuntimeSpec:
     python: str
     """Major.minor the framework needs."""
     check_import: str
+    extras: tuple[str, ...] = ()
+    """Further pinned packages installed with ``requirement``."""
+    check_code: str = ""
+    """Python run in the new venv to prove it works (default: ``import <check_import>``)."""
 
     @property
     def key(self) -> str:
         return f"{self.name}-{self.version}"
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        return (self.requirement, *self.extras)
 
 
 MAXTEXT = RuntimeSpec("maxtext", "0.2.5", "maxtext[tpu]==0.2.5", "3.12", "maxtext")
@@ -138,17 +146,20 @@ def install(
             "off",
         ]
         _ok(runner.run([*pip, "--upgrade", "pip"], timeout=600))
-        count = [0]
 
         def on_line(_: str, line: str) -> None:
             if line.startswith(("Collecting", "Downloading", "Installing", "Successfully")):
-                count[0] += 1
                 progress(f"[{time.monotonic() - started:5.0f} s] {line[:100]}")
 
-        _ok(runner.run([*pip, spec.requirement], timeout=4 * 3600, on_line=on_line))
+        _ok(runner.run([*pip, *spec.requirements], timeout=4 * 3600, on_line=on_line))
         _ok(
             runner.run(
-                [str(partial / "bin" / "python"), "-c", f"import {spec.check_import}"], timeout=600
+                [
+                    str(partial / "bin" / "python"),
+                    "-c",
+                    spec.check_code or f"import {spec.check_import}",
+                ],
+                timeout=600,
             )
         )
         publish(
@@ -157,7 +168,7 @@ def install(
             {
                 "name": spec.name,
                 "version": spec.version,
-                "requirement": spec.requirement,
+                "requirement": " ".join(spec.requirements),
                 "python": python,
                 "seconds": round(time.monotonic() - started),
             },
