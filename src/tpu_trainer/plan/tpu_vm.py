@@ -166,62 +166,36 @@ def _capacity_flags(provisioning: Provisioning, *, queued: bool) -> list[str]:
     return []
 
 
-def describe_argv(name: str, zone: str, project: str) -> list[str]:
+def _tpus(group: str, verb: str, name: str, zone: str, project: str, *flags: str) -> list[str]:
+    """``gcloud compute tpus <group> <verb> NAME --zone --project [flags]``."""
     return [
         "gcloud",
         "compute",
         "tpus",
-        "tpu-vm",
-        "describe",
+        group,
+        verb,
         name,
         f"--zone={zone}",
         f"--project={project}",
-        "--format=json",
+        *flags,
     ]
+
+
+def describe_argv(name: str, zone: str, project: str) -> list[str]:
+    return _tpus("tpu-vm", "describe", name, zone, project, "--format=json")
 
 
 def queued_describe_argv(name: str, zone: str, project: str) -> list[str]:
-    return [
-        "gcloud",
-        "compute",
-        "tpus",
-        "queued-resources",
-        "describe",
-        name,
-        f"--zone={zone}",
-        f"--project={project}",
-        "--format=json",
-    ]
+    return _tpus("queued-resources", "describe", name, zone, project, "--format=json")
 
 
 def delete_argv(name: str, zone: str, project: str) -> list[str]:
-    return [
-        "gcloud",
-        "compute",
-        "tpus",
-        "tpu-vm",
-        "delete",
-        name,
-        f"--zone={zone}",
-        f"--project={project}",
-        "--quiet",
-    ]
+    return _tpus("tpu-vm", "delete", name, zone, project, "--quiet")
 
 
 def queued_delete_argv(name: str, zone: str, project: str) -> list[str]:
     """Delete a queued resource and any node it still holds (``--force``)."""
-    return [
-        "gcloud",
-        "compute",
-        "tpus",
-        "queued-resources",
-        "delete",
-        name,
-        f"--zone={zone}",
-        f"--project={project}",
-        "--force",
-        "--quiet",
-    ]
+    return _tpus("queued-resources", "delete", name, zone, project, "--force", "--quiet")
 
 
 def ssh_argv(
