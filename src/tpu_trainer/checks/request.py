@@ -15,9 +15,8 @@ class MaxTextRequest:
     """One MaxText training command as the checks see it (pure data)."""
 
     args: Mapping[str, str]
-    """``key=value`` program arguments, references expanded; the last one of a key wins."""
-    order: tuple[str, ...] = ()
-    """The keys in the order the command gives them (a key once, at its last place)."""
+    """``key=value`` program arguments, references expanded; the last one of a key wins (a dict
+    keeps the order the command gives them)."""
     base_config: str = "maxtext/configs/base.yml"
     slice: Slice
     num_slices: int = 1
@@ -46,7 +45,6 @@ class MaxTextRequest:
                 args[key] = value
         return cls(
             args=args,
-            order=tuple(args),
             base_config=plan.recipe.entry.base_config or "maxtext/configs/base.yml",
             slice=plan.slice,
             num_slices=plan.num_slices,
@@ -62,4 +60,4 @@ class MaxTextRequest:
             key, _, value = text.partition("=")
             args.pop(key, None)
             args[key] = value
-        return cls(args=args, order=tuple(args), slice=slice_, num_slices=num_slices)
+        return cls(args=args, slice=slice_, num_slices=num_slices)

@@ -102,24 +102,11 @@ def render_checks(
     report: CheckReport, console: Console | None = None, title: str = "Checks"
 ) -> None:
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
-    from tpu_trainer.plan.plan import Level
+    from tpu_trainer.cli.render_plan import findings_table
 
-    style = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
     out = console or Console()
-    table = Table(title=title, show_header=True)
-    for col in ("check", "status", "message", "fix"):
-        table.add_column(col)
-    for f in report.findings:
-        table.add_row(
-            escape(f.name),
-            f"[{style[f.status]}]{f.status.value}[/]",
-            escape(f.message),
-            escape(f.fix),
-        )
-    out.print(table)
+    out.print(findings_table(report.findings, title))
     failed, warned = len(report.failed), len(report.warned)
     total = sum(report.seconds.values())
     out.print(

@@ -15,6 +15,21 @@ from tpu_trainer.plan.scripts import submitted_argv
 _STYLE = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
 
 
+def findings_table(findings: Sequence[Finding], title: str = "Checks") -> Table:
+    """Checks as a table: name, status (coloured), message, fix."""
+    table = Table(title=title, show_header=True)
+    for col in ("check", "status", "message", "fix"):
+        table.add_column(col)
+    for f in findings:
+        table.add_row(
+            escape(f.name),
+            f"[{_STYLE[f.status]}]{f.status.value}[/]",
+            escape(f.message),
+            escape(f.fix),
+        )
+    return table
+
+
 def render_plan(
     plan: Plan, console: Console | None = None, findings: Sequence[Finding] | None = None
 ) -> None:
@@ -77,17 +92,7 @@ def render_plan(
 
     shown = plan.findings if findings is None else findings
     if shown:
-        checks = Table(title="Checks", show_header=True)
-        for col in ("check", "status", "message", "fix"):
-            checks.add_column(col)
-        for f in shown:
-            checks.add_row(
-                escape(f.name),
-                f"[{_STYLE[f.status]}]{f.status.value}[/]",
-                escape(f.message),
-                escape(f.fix),
-            )
-        out.print(checks)
+        out.print(findings_table(shown))
 
     out.print("[bold]Files it would write[/]")
     for path in plan.files:
