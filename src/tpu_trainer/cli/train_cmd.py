@@ -187,45 +187,26 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
     return chosen
 
 
-def _train_on_tpu_vm(
-    setup: Setup, plan: Plan, label: str, lang: str, poll: float
-) -> RunOutcome:
+def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: float) -> RunOutcome:
     """The recipe's MaxText command on every worker of a TPU VM made for the run."""
-    from tpu_trainer.app.services import new_run_id
-    from tpu_trainer.app.tpu_vm_run import TpuVmRun
-    from tpu_trainer.plan.tpu_vm import tpu_vm_spec
+    from tpu_trainer.cli.vm_programs_cmd import run_on_tpu_vm
     from tpu_trainer.plan.vm_program import maxtext_program
 
-    services = setup.services
-    run_id = new_run_id()
-    services.current.run_id = run_id
-    vm = tpu_vm_spec(
-        run_id=run_id,
-        model=plan.model,
-        project=setup.config.project_id,
-        zone=plan.value_of("ZONE") or setup.config.default_zone,
-        slice=plan.slice,
-    )
-    run = TpuVmRun(
-        services.store,
-        services.runner,
-        services.display,
-        vm,
+    zone = plan.value_of("ZONE") or None
+    return run_on_tpu_vm(
+        setup,
         maxtext_program(plan),
-        label,
+        plan.slice,
         plan.model,
-        plan.precision,
+        label,
+        zone,
+        poll,
         plan=plan,
         lang=lang,
-        run_id=run_id,
-        poll_seconds=poll,
     )
-    return run.start()
 
 
-def _train_on_kuberay(
-    setup: Setup, plan: Plan, label: str, lang: str, image: str
-) -> RunOutcome:
+def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: str) -> RunOutcome:
     """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context)."""
     from tpu_trainer.app.kuberay_run import KubeRayRun
     from tpu_trainer.app.services import new_run_id

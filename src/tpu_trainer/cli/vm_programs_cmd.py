@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tpu_trainer.app.gke_run import RunOutcome
+    from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.plan.plan import Plan
     from tpu_trainer.plan.slices import Slice
     from tpu_trainer.plan.vm_program import VmProgram
 
@@ -103,12 +105,32 @@ def _run_on_vm(
     rehearse: Path | None,
     poll: float,
 ) -> RunOutcome:
-    from tpu_trainer.app.services import new_run_id
-    from tpu_trainer.app.tpu_vm_run import TpuVmRun
     from tpu_trainer.cli.services_cli import build
-    from tpu_trainer.plan.tpu_vm import tpu_vm_spec
 
     setup = build(config, rehearse, fresh=True)
+    label += f" --rehearse {rehearse}" if rehearse else ""
+    return run_on_tpu_vm(setup, program, slice_, model, label, zone, poll)
+
+
+def run_on_tpu_vm(
+    setup: Setup,
+    program: VmProgram,
+    slice_: Slice,
+    model: str,
+    label: str,
+    zone: str | None,
+    poll: float,
+    *,
+    plan: Plan | None = None,
+    lang: str = "zh",
+) -> RunOutcome:
+    """``program`` on every worker of a TPU VM made for the run (zone: the configured one unless
+    given); with a recipe's ``plan`` the run also gets its model README section."""
+    from tpu_trainer.app.services import new_run_id
+    from tpu_trainer.app.tpu_vm_run import TpuVmRun
+    from tpu_trainer.catalog.accelerators import Precision
+    from tpu_trainer.plan.tpu_vm import tpu_vm_spec
+
     services = setup.services
     run_id = new_run_id()
     services.current.run_id = run_id
@@ -125,8 +147,11 @@ def _run_on_vm(
         services.display,
         vm,
         program,
-        label + (f" --rehearse {rehearse}" if rehearse else ""),
+        label,
         model,
+        plan.precision if plan else Precision.BF16,
+        plan=plan,
+        lang=lang,
         run_id=run_id,
         poll_seconds=poll,
     )
