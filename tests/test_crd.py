@@ -13,14 +13,13 @@ from tpu_trainer.errors import ConfigError, TpuTrainerError
 from tpu_trainer.infra import crd
 from tpu_trainer.infra.crd import (
     CRD_FILES,
+    SHIPPED_CRDS,
     apply_defaults,
     crd_dir,
     crd_for,
     validate,
     validate_or_raise,
 )
-
-SHARED_CRDS = Path(__file__).resolve().parents[2] / "shared" / "crds"
 
 
 def flavor(**spec: Any) -> dict[str, Any]:
@@ -287,9 +286,9 @@ def test_validate_or_raise_names_the_object_and_says_it_is_a_bug() -> None:
 
 
 # ---- where the CRDs come from --------------------------------------------------------------------
-def test_crd_folder_comes_from_the_environment_else_beside_the_checkout() -> None:
-    assert crd_dir({}) == SHARED_CRDS
-    assert crd_dir({"TPU_TRAINER_CRDS": ""}) == SHARED_CRDS
+def test_crd_folder_comes_from_the_environment_else_the_package() -> None:
+    assert crd_dir({}) == SHIPPED_CRDS
+    assert crd_dir({"TPU_TRAINER_CRDS": ""}) == SHIPPED_CRDS
     assert crd_dir({"TPU_TRAINER_CRDS": "/opt/crds"}) == Path("/opt/crds")
     assert crd.available({})
     assert not crd.available({"TPU_TRAINER_CRDS": "/nonexistent/crds"})
@@ -298,7 +297,7 @@ def test_crd_folder_comes_from_the_environment_else_beside_the_checkout() -> Non
 def test_other_crd_folder_is_used_and_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
     relative = CRD_FILES[("kueue.x-k8s.io", "ResourceFlavor")]
     (tmp_path / relative).parent.mkdir(parents=True)
-    shutil.copy(SHARED_CRDS / relative, tmp_path / relative)
+    shutil.copy(SHIPPED_CRDS / relative, tmp_path / relative)
     assert validate(flavor(), folder=tmp_path) == []
     assert crd_for("kueue.x-k8s.io", "ResourceFlavor", folder=tmp_path).path.parent.parent == (
         tmp_path
@@ -310,5 +309,5 @@ def test_other_crd_folder_is_used_and_a_missing_file_is_a_config_error(tmp_path:
 
 def test_every_registered_crd_exists_and_matches_its_kind() -> None:
     for (group, kind), relative in CRD_FILES.items():
-        loaded = crd.load_crd(SHARED_CRDS / relative)
+        loaded = crd.load_crd(SHIPPED_CRDS / relative)
         assert (loaded.group, loaded.kind) == (group, kind)

@@ -13,10 +13,10 @@
    hand in Python (rules that compare with ``oldSelf`` only apply to updates and are skipped;
    other unlisted rules are skipped too).
 
-CRD files are found through ``CRD_FILES`` under ``$TPU_TRAINER_CRDS`` or, without it, a
-``shared/crds`` folder beside the checkout (where the project's development tree keeps the
-upstream CRDs). The CRDs are not shipped in the package: where none are found, ``available()``
-is False and callers skip the check (the generated objects are validated by the test suite).
+CRD files are found through ``CRD_FILES`` under ``$TPU_TRAINER_CRDS`` or, without it, the
+folder shipped in the package (``tpu_trainer/catalog/crds``, the projects' release files
+unchanged). ``available()`` is False only when ``$TPU_TRAINER_CRDS`` names a missing folder;
+callers then skip the check.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import yaml
 from tpu_trainer.errors import ConfigError, TpuTrainerError
 
 CRD_DIR_ENV = "TPU_TRAINER_CRDS"
-_BESIDE_CHECKOUT = Path(__file__).resolve().parents[4] / "shared" / "crds"
+SHIPPED_CRDS = Path(__file__).resolve().parents[1] / "catalog" / "crds"
+"""The CRDs shipped with the package (see the README there for their releases)."""
 
 CRD_FILES: Mapping[tuple[str, str], str] = {
     ("kueue.x-k8s.io", "ResourceFlavor"): "kueue-v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
@@ -99,10 +100,10 @@ class Crd:
 
 
 def crd_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$TPU_TRAINER_CRDS``, else ``shared/crds`` beside the checkout."""
+    """``$TPU_TRAINER_CRDS``, else the CRDs shipped with the package."""
     env = os.environ if env is None else env
     configured = env.get(CRD_DIR_ENV, "")
-    return Path(configured).expanduser() if configured else _BESIDE_CHECKOUT
+    return Path(configured).expanduser() if configured else SHIPPED_CRDS
 
 
 def available(env: Mapping[str, str] | None = None) -> bool:
