@@ -120,7 +120,9 @@ KEYS: tuple[_Key, ...] = (
         "base_output_dir",
         True,
         "output directory for MaxText (gs://bucket/path)",
-        re.compile(r"^(gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s'\"`$\\]*)?|/[^\s'\"`$\\]*)$"),
+        re.compile(
+            r"^(gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[A-Za-z0-9_./:=,+@%^-]*)?|/[A-Za-z0-9_./:=,+@%^-]*)$"
+        ),
         "gs://my-bucket/maxtext-runs",
     ),
     _Key(

@@ -12,10 +12,16 @@ from tpu_trainer.catalog.accelerators import Family, Precision
 from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
-from tpu_trainer.plan.recipe import Framework, Recipe
+from tpu_trainer.plan.recipe import Framework, Recipe, StepKind
 from tpu_trainer.plan.recipe_folder import RecipeFolder
 from tpu_trainer.plan.shell_words import Lit, Placeholder, Ref, Word
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.plan.submit_values import (
+    check_value,
+    check_var_options,
+    is_secret_name,
+    references,
+)
 
 SETUP_SCRIPT = "setup_training_env.sh"
 
@@ -170,14 +176,13 @@ def _precision(folder: RecipeFolder | None, recipe: Recipe) -> Precision:
 def _variables(
     recipe: Recipe, config: Config, opts: PlanOptions, name: str, findings: list[Finding]
 ) -> tuple[Variable, ...]:
+    check_var_options(opts.variables)
     given = dict(opts.variables)
-    for var_name, given_value in given.items():
-        if re.search(r"[\s'\"`\\;&|<>]", given_value) or "$(" in given_value:
-            raise InputError(
-                f"--var {var_name}={given_value}: values may not hold spaces, quotes or shell operators",
-                fix="give a plain value (paths, names, gs:// URLs)",
-            )
-    out: dict[str, Variable] = {}
+    out: dict[str, Variable] = {
+        ref: Variable(ref, given[ref], given[ref], "--var")
+        for ref in _recipe_references(recipe)
+        if ref in given and recipe.variable(ref) is None and ref not in CONFIG_VARIABLES
+    }
 
     def value_of(template: str) -> str:
         return re.sub(
@@ -212,6 +217,8 @@ def _variables(
     for rv in recipe.variables:
         if rv.name in out:
             continue
+        if is_secret_name(rv.name):
+            continue  # read by the pod's shell from its environment: see _check_references
         if rv.name in given:
             out[rv.name] = Variable(rv.name, given[rv.name], value_of(given[rv.name]), "--var")
         elif rv.must_fill and rv.name == "ARTIFACT_DIR":
@@ -226,7 +233,74 @@ def _variables(
             out[rv.name] = Variable(
                 rv.name, rv.template, value_of(rv.template), f"recipe line {rv.line}"
             )
+    _check_variables(recipe, out, given)
     return tuple(out.values())
+
+
+def _secret_finding(name: str) -> Finding:
+    return Finding(
+        "secret-" + name.lower().replace("_", "-"),
+        Level.WARN,
+        f"{name} is a secret: the scripts never hold its value; the pod's shell reads "
+        f"${{{name}}} from the workload's environment",
+        fix=f"make {name} available in the workload's environment (image or cluster secret)",
+    )
+
+
+def _recipe_references(recipe: Recipe) -> list[str]:
+    """Submit-time ``${NAME}`` references of the recipe: its command, arguments and flags."""
+    words = [w for step in recipe.steps for w in step.words]
+    texts = [f.value for f in recipe.xpk_flags if f.value] + [v.template for v in recipe.variables]
+    return references(words, texts)
+
+
+def _check_variables(recipe: Recipe, out: dict[str, Variable], given: dict[str, str]) -> None:
+    for var in out.values():
+        secret = next((r for r in references((), [var.template]) if is_secret_name(r)), None)
+        if secret is not None:
+            raise InputError(
+                f"{var.name} (from {var.source}) refers to the secret {secret}: the submit "
+                "script would write its value into the workload's command line",
+                fix=f"write ${{{secret}}} in the program arguments instead, where the pod's "
+                "shell reads it from the workload's environment",
+            )
+        missing = next((r for r in references((), [var.template]) if r not in out), None)
+        if missing is not None and var.name != "WORKLOAD_NAME":
+            raise InputError(
+                f"{var.name} (from {var.source}) refers to ${{{missing}}}, which nothing "
+                "here sets: the tool never fills it from this machine's environment",
+                fix=f"give {var.name} a value without ${{{missing}}}",
+            )
+        if var.name != "WORKLOAD_NAME":
+            check_value(var.name, var.value, var.source)
+    unused = [n for n in given if n not in out]
+    if unused:
+        raise InputError(
+            f"--var {unused[0]}: the recipe neither sets nor uses {unused[0]}",
+            fix="its variables: " + ", ".join(v.name for v in recipe.variables),
+        )
+
+
+def _check_references(
+    plan_vars: tuple[Variable, ...], recipe: Recipe, words: list[Word]
+) -> list[Finding]:
+    """Every submit-time reference has a value the plan gives (secrets stay the pod's)."""
+    findings: list[Finding] = []
+    known = {v.name for v in plan_vars}
+    texts = [f.value for f in recipe.xpk_flags if f.value and f.name != "--command"]
+    steps = [w for s in recipe.steps if s.kind is not StepKind.ENTRY for w in s.words]
+    for ref in references([*steps, *words], texts):
+        if ref in known:
+            continue
+        if is_secret_name(ref):
+            findings.append(_secret_finding(ref))
+            continue
+        raise InputError(
+            f"{recipe.source}: ${{{ref}}} has no value: nothing in the configuration or the "
+            "recipe sets it, and the tool never fills it from this machine's environment",
+            fix=f"pass --var {ref}=VALUE",
+        )
+    return findings
 
 
 def _arg_word(text: str) -> Word:
@@ -389,6 +463,7 @@ def build_plan(
     name = workload_name(opts.user, model, opts.now)
     variables = _variables(recipe, config, opts, name, findings)
     words, changes = _program_args(recipe, opts, findings)
+    findings += _check_references(variables, recipe, list(words))
     cloud_keys = ("project_id", "cluster_name", "default_zone", "base_output_dir", "workload_image")
     for key in () if slice_.family is Family.CPU else cloud_keys:
         if not getattr(config, key):
