@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from tpu_trainer.config.model import short as shown
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.redact import SECRET_ENV_VARS
 from tpu_trainer.plan.shell_words import SHELL_SPECIAL, Ref, Word
@@ -20,18 +21,11 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:=,+@%^-]*$")
 _SECRET_LOOKING = re.compile(r"(?i)(TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
 PLAIN_CHARACTERS = "letters, digits and _ . / : = , + @ % ^ -"
-_SHOWN = 80
 
 
 def is_secret_name(name: str) -> bool:
     """``HF_TOKEN``, ``WANDB_API_KEY`` and other names whose values are secrets."""
     return name in SECRET_ENV_VARS or _SECRET_LOOKING.search(name) is not None
-
-
-def shown(value: str, limit: int = _SHOWN) -> str:
-    """``value`` for an error message: control characters visible, at most ``limit`` chars."""
-    text = value.encode("unicode_escape").decode("ascii")
-    return text if len(text) <= limit else text[: limit - 1] + f"… ({len(value)} characters)"
 
 
 def plain_problem(value: str) -> str:
