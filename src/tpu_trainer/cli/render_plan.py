@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpu_trainer.plan.plan import Finding, Level, Plan
+from tpu_trainer.plan.plan_json import plan_findings
 from tpu_trainer.plan.scripts import submitted_argv
 
 _STYLE = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
@@ -33,7 +34,7 @@ def findings_table(findings: Sequence[Finding], title: str = "Checks") -> Table:
 def render_plan(
     plan: Plan, console: Console | None = None, findings: Sequence[Finding] | None = None
 ) -> None:
-    """Print the plan; ``findings`` (the pre-flight checks) replace the plan's own if given."""
+    """Print the plan with its findings (default: :func:`plan_findings`)."""
     out = console or Console()
     s = plan.slice
     out.print(f"[bold]{plan.model}[/] from {plan.recipe_script}")
@@ -90,7 +91,7 @@ def render_plan(
         before = c.before if c.before is not None else "(absent)"
         out.print(f"  changed {c.key}: {before} -> {c.after} ({c.why})")
 
-    shown = plan.findings if findings is None else findings
+    shown = plan_findings(plan) if findings is None else findings
     if shown:
         out.print(findings_table(shown))
 
