@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import CONFIG, RECIPES, RECIPES_ROOT, plan_for
+from conftest import CONFIG, RECIPES, RECIPES_ROOT, at_recipes_root, plan_for
 from test_cli import cli
 from tpu_trainer.checks.run import fast_findings
 from tpu_trainer.infra.tool_env import cache_dir
@@ -30,7 +30,8 @@ def test_plan_json_and_the_plan_table_show_the_same_findings() -> None:
     folder = str(RECIPES_ROOT / RECIPES["classic"])
     data = json.loads(_cli("plan", folder, "--config", str(CONFIG), "--json"))
     names = [f["name"] for f in data["findings"]]
-    expected = fast_findings(plan_for(RECIPES["classic"]), fetch=False).findings
+    with at_recipes_root():
+        expected = fast_findings(plan_for(RECIPES["classic"]), fetch=False).findings
     assert names == [f.name for f in expected]
     assert len(names) > 4  # the plan's own finding plus recipe sanity and the fast checks
     table = _cli("plan", folder, "--config", str(CONFIG))
@@ -43,7 +44,9 @@ def test_plan_json_and_the_plan_table_show_the_same_findings() -> None:
 
 def test_the_stored_plan_carries_the_same_findings() -> None:
     plan = plan_for(RECIPES["classic"])
-    stored = plan_json(plan)  # what a run writes to the store
-    assert [f["name"] for f in stored["findings"]] == [
-        f.name for f in fast_findings(plan, fetch=False).findings
-    ]
+    with at_recipes_root():
+        stored = plan_json(plan)  # what a run writes to the store
+        assert [f["name"] for f in stored["findings"]] == [
+            f.name for f in fast_findings(plan, fetch=False).findings
+        ]
+    assert all(f["status"] == "pass" for f in stored["findings"])

@@ -176,7 +176,9 @@ def test_a_recipe_variable_value_with_a_space_is_refused(tmp_path: Path) -> None
     assert "recipe line" in info.value.message
 
 
-_TOKEN_RECIPE = CLASSIC.read_text().replace("steps=20 \\", "steps=20 hf_access_token=${HF_TOKEN} \\")
+_TOKEN_RECIPE = CLASSIC.read_text().replace(
+    "steps=20 \\", "steps=20 hf_access_token=${HF_TOKEN} \\"
+)
 
 
 def test_a_secret_reference_stays_for_the_pods_environment(tmp_path: Path) -> None:
@@ -203,7 +205,7 @@ def test_the_submitting_environment_never_fills_a_secret(tmp_path: Path) -> None
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD_FILE": str(record), "HF_TOKEN": secret}
     subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
     assert secret not in record.read_text()
-    assert "hf_access_token=\\\"${HF_TOKEN}\\\"" in record.read_text()
+    assert 'hf_access_token=\\"${HF_TOKEN}\\"' in record.read_text()
 
 
 def test_a_secret_given_with_var_is_refused_with_a_fix_that_names_the_pod() -> None:

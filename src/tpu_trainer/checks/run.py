@@ -68,11 +68,12 @@ def fast_findings(
 
     Without the runtime, MaxText's configuration files come from its wheel (downloaded once)
     when ``fetch``; otherwise the MaxText checks are reported as not run."""
+    from tpu_trainer.checks.local_files import check_local_files
     from tpu_trainer.checks.recipe_sanity import check_recipe
 
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    findings = [*plan.findings, *check_recipe(plan)]
+    findings = [*plan.findings, *check_recipe(plan), *check_local_files(plan)]
     seconds["recipe"] = time.perf_counter() - started
     if plan.recipe.framework is not Framework.MAXTEXT:
         findings.append(

@@ -78,8 +78,7 @@ def refuse_aliases(text: str, where: str) -> None:
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark is not None else 0
                 raise ConfigError(
-                    f"{where}:{line}: YAML aliases (*{event.anchor}) are "
-                    "not accepted",
+                    f"{where}:{line}: YAML aliases (*{event.anchor}) are not accepted",
                     fix="write the value out in full where the alias stands",
                 )
     except (yaml.YAMLError, RecursionError):
@@ -111,8 +110,7 @@ def read_config(path: Path, *, require: bool = True) -> Config:
     except UnicodeDecodeError as e:
         line = e.object[: e.start].count(b"\n") + 1
         raise ConfigError(
-            f"{path}:{line}: not UTF-8 text "
-            f"(byte {e.object[e.start : e.start + 1]!r})",
+            f"{path}:{line}: not UTF-8 text (byte {e.object[e.start : e.start + 1]!r})",
             fix="save the configuration as UTF-8 (`tpu-trainer config init` writes one)",
         ) from None
     except OSError as e:
