@@ -238,3 +238,31 @@ def test_a_var_for_a_shell_variable_is_refused() -> None:
 @pytest.fixture(autouse=True)
 def _bash_present() -> None:
     assert shutil.which("bash")
+
+
+def test_a_secret_the_recipe_exports_empty_is_never_asked_for(tmp_path: Path) -> None:
+    text = _TOKEN_RECIPE.replace('export ZONE=""', 'export ZONE=""\nexport HF_TOKEN=""')
+    plan = _plan(_recipe_tree(tmp_path / "recipes", "token", text))
+    assert "HF_TOKEN" not in [v.name for v in plan.variables]
+    assert "export HF_TOKEN" not in render_submit(plan)
+    assert any(f.name == "secret-hf-token" for f in plan.findings)
+
+
+def test_a_secret_in_an_xpk_flag_is_refused_with_a_fix_that_names_the_arguments(
+    tmp_path: Path,
+) -> None:
+    text = CLASSIC.read_text().replace("--enable-debug-logs", "--env=HF_TOKEN=${HF_TOKEN}")
+    with pytest.raises(InputError) as info:
+        _plan(_recipe_tree(tmp_path / "recipes", "flag", text))
+    assert "--env refers to the secret HF_TOKEN" in info.value.message
+    assert "--var" not in info.value.fix
+
+
+def test_the_ray_job_refuses_a_secret_argument_with_a_fix_that_works(tmp_path: Path) -> None:
+    from tpu_trainer.plan.ray_entry import tpu_args
+
+    plan = _plan(_recipe_tree(tmp_path / "recipes", "token", _TOKEN_RECIPE))
+    with pytest.raises(InputError) as info:
+        tpu_args(plan)
+    assert "--backend gke" in info.value.fix
+    assert "--var" not in info.value.fix

@@ -288,6 +288,15 @@ def _check_references(
     findings: list[Finding] = []
     known = {v.name for v in plan_vars}
     texts = [f.value for f in recipe.xpk_flags if f.value and f.name != "--command"]
+    for flag in recipe.xpk_flags:
+        secret = next((r for r in references((), [flag.value or ""]) if is_secret_name(r)), None)
+        if secret is not None and flag.name != "--command":
+            raise InputError(
+                f"{recipe.source}:{flag.line}: {flag.name} refers to the secret {secret}: the "
+                "submit script would take its value from this machine into the workload",
+                fix=f"drop it from {flag.name}; write ${{{secret}}} in the program arguments, "
+                "where the pod's shell reads it from the workload's environment",
+            )
     steps = [w for s in recipe.steps if s.kind is not StepKind.ENTRY for w in s.words]
     for ref in references([*steps, *words], texts):
         if ref in known:
