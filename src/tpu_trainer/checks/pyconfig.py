@@ -402,8 +402,6 @@ def typed_values(
         kind = expected_kind(key, base[key])
         if kind == "int" and isinstance(value, float) and value.is_integer():
             value = int(value)
-        elif kind == "float" and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
         out[key] = value
     return out
 

@@ -5,23 +5,35 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 
 from tpu_trainer.catalog.accelerators import Family, Precision
 from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
-from tpu_trainer.plan.recipe import Framework, Recipe, StepKind
+from tpu_trainer.plan.plan_values import Finding, Level, Variable
+from tpu_trainer.plan.recipe import Framework, Recipe
 from tpu_trainer.plan.recipe_folder import RecipeFolder
 from tpu_trainer.plan.shell_words import Lit, Placeholder, Ref, Word
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.plan.submit_values import (
-    check_value,
+    check_references,
     check_var_options,
+    check_variables,
     is_secret_name,
-    references,
+    recipe_references,
 )
+
+__all__ = [
+    "ArgChange",
+    "Finding",
+    "Level",
+    "Plan",
+    "PlanOptions",
+    "ProfilerSettings",
+    "Variable",
+    "build_plan",
+]
 
 SETUP_SCRIPT = "setup_training_env.sh"
 
@@ -39,20 +51,6 @@ PLACEHOLDER_VARIABLES: dict[str, str] = {
     "output_dir": "BASE_OUTPUT_DIR",
     "run_name": "WORKLOAD_NAME",
 }
-
-
-class Level(StrEnum):
-    PASS = "pass"  # noqa: S105 (a status, not a password)
-    WARN = "warn"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    name: str
-    status: Level
-    message: str
-    fix: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,18 +81,6 @@ class PlanOptions:
     priority: str | None = None
     num_slices: int | None = None
     zone: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Variable:
-    """An exported variable of the submit script."""
-
-    name: str
-    template: str
-    """What the script assigns, references as ``${NAME}``."""
-    value: str
-    """Its value at submission, references expanded."""
-    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +166,7 @@ def _variables(
     given = dict(opts.variables)
     out: dict[str, Variable] = {
         ref: Variable(ref, given[ref], given[ref], "--var")
-        for ref in _recipe_references(recipe)
+        for ref in recipe_references(recipe)
         if ref in given and recipe.variable(ref) is None and ref not in CONFIG_VARIABLES
     }
 
@@ -233,83 +219,8 @@ def _variables(
             out[rv.name] = Variable(
                 rv.name, rv.template, value_of(rv.template), f"recipe line {rv.line}"
             )
-    _check_variables(recipe, out, given)
+    check_variables(recipe, out, given)
     return tuple(out.values())
-
-
-def _secret_finding(name: str) -> Finding:
-    return Finding(
-        "secret-" + name.lower().replace("_", "-"),
-        Level.WARN,
-        f"{name} is a secret: the scripts never hold its value; the pod's shell reads "
-        f"${{{name}}} from the workload's environment",
-        fix=f"make {name} available in the workload's environment (image or cluster secret)",
-    )
-
-
-def _recipe_references(recipe: Recipe) -> list[str]:
-    """Submit-time ``${NAME}`` references of the recipe: its command, arguments and flags."""
-    words = [w for step in recipe.steps for w in step.words]
-    texts = [f.value for f in recipe.xpk_flags if f.value] + [v.template for v in recipe.variables]
-    return references(words, texts)
-
-
-def _check_variables(recipe: Recipe, out: dict[str, Variable], given: dict[str, str]) -> None:
-    for var in out.values():
-        secret = next((r for r in references((), [var.template]) if is_secret_name(r)), None)
-        if secret is not None:
-            raise InputError(
-                f"{var.name} (from {var.source}) refers to the secret {secret}: the submit "
-                "script would write its value into the workload's command line",
-                fix=f"write ${{{secret}}} in the program arguments instead, where the pod's "
-                "shell reads it from the workload's environment",
-            )
-        missing = next((r for r in references((), [var.template]) if r not in out), None)
-        if missing is not None and var.name != "WORKLOAD_NAME":
-            raise InputError(
-                f"{var.name} (from {var.source}) refers to ${{{missing}}}, which nothing "
-                "here sets: the tool never fills it from this machine's environment",
-                fix=f"give {var.name} a value without ${{{missing}}}",
-            )
-        if var.name != "WORKLOAD_NAME":
-            check_value(var.name, var.value, var.source)
-    unused = [n for n in given if n not in out]
-    if unused:
-        raise InputError(
-            f"--var {unused[0]}: the recipe neither sets nor uses {unused[0]}",
-            fix="its variables: " + ", ".join(v.name for v in recipe.variables),
-        )
-
-
-def _check_references(
-    plan_vars: tuple[Variable, ...], recipe: Recipe, words: list[Word]
-) -> list[Finding]:
-    """Every submit-time reference has a value the plan gives (secrets stay the pod's)."""
-    findings: list[Finding] = []
-    known = {v.name for v in plan_vars}
-    texts = [f.value for f in recipe.xpk_flags if f.value and f.name != "--command"]
-    for flag in recipe.xpk_flags:
-        secret = next((r for r in references((), [flag.value or ""]) if is_secret_name(r)), None)
-        if secret is not None and flag.name != "--command":
-            raise InputError(
-                f"{recipe.source}:{flag.line}: {flag.name} refers to the secret {secret}: the "
-                "submit script would take its value from this machine into the workload",
-                fix=f"drop it from {flag.name}; write ${{{secret}}} in the program arguments, "
-                "where the pod's shell reads it from the workload's environment",
-            )
-    steps = [w for s in recipe.steps if s.kind is not StepKind.ENTRY for w in s.words]
-    for ref in references([*steps, *words], texts):
-        if ref in known:
-            continue
-        if is_secret_name(ref):
-            findings.append(_secret_finding(ref))
-            continue
-        raise InputError(
-            f"{recipe.source}: ${{{ref}}} has no value: nothing in the configuration or the "
-            "recipe sets it, and the tool never fills it from this machine's environment",
-            fix=f"pass --var {ref}=VALUE",
-        )
-    return findings
 
 
 def _arg_word(text: str) -> Word:
@@ -472,7 +383,7 @@ def build_plan(
     name = workload_name(opts.user, model, opts.now)
     variables = _variables(recipe, config, opts, name, findings)
     words, changes = _program_args(recipe, opts, findings)
-    findings += _check_references(variables, recipe, list(words))
+    findings += check_references(variables, recipe, list(words))
     cloud_keys = ("project_id", "cluster_name", "default_zone", "base_output_dir", "workload_image")
     for key in () if slice_.family is Family.CPU else cloud_keys:
         if not getattr(config, key):

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from tpu_trainer.config.model import short as shown
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.redact import SECRET_ENV_VARS
+from tpu_trainer.plan.plan_values import Finding, Level, Variable
+from tpu_trainer.plan.recipe import Recipe, StepKind
 from tpu_trainer.plan.shell_words import SHELL_SPECIAL, Ref, Word
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -80,3 +82,78 @@ def references(words: Iterable[Word], texts: Iterable[str] = ()) -> list[str]:
     for text in texts:
         found += _REFERENCE.findall(text)
     return list(dict.fromkeys(found))
+
+
+def secret_finding(name: str) -> Finding:
+    return Finding(
+        "secret-" + name.lower().replace("_", "-"),
+        Level.WARN,
+        f"{name} is a secret: the scripts never hold its value; the pod's shell reads "
+        f"${{{name}}} from the workload's environment",
+        fix=f"make {name} available in the workload's environment (image or cluster secret)",
+    )
+
+
+def recipe_references(recipe: Recipe) -> list[str]:
+    """Submit-time ``${NAME}`` references of the recipe: its command, arguments and flags."""
+    words = [w for step in recipe.steps for w in step.words]
+    texts = [f.value for f in recipe.xpk_flags if f.value] + [v.template for v in recipe.variables]
+    return references(words, texts)
+
+
+def check_variables(recipe: Recipe, out: dict[str, Variable], given: dict[str, str]) -> None:
+    for var in out.values():
+        secret = next((r for r in references((), [var.template]) if is_secret_name(r)), None)
+        if secret is not None:
+            raise InputError(
+                f"{var.name} (from {var.source}) refers to the secret {secret}: the submit "
+                "script would write its value into the workload's command line",
+                fix=f"write ${{{secret}}} in the program arguments instead, where the pod's "
+                "shell reads it from the workload's environment",
+            )
+        missing = next((r for r in references((), [var.template]) if r not in out), None)
+        if missing is not None and var.name != "WORKLOAD_NAME":
+            raise InputError(
+                f"{var.name} (from {var.source}) refers to ${{{missing}}}, which nothing "
+                "here sets: the tool never fills it from this machine's environment",
+                fix=f"give {var.name} a value without ${{{missing}}}",
+            )
+        if var.name != "WORKLOAD_NAME":
+            check_value(var.name, var.value, var.source)
+    unused = [n for n in given if n not in out]
+    if unused:
+        raise InputError(
+            f"--var {unused[0]}: the recipe neither sets nor uses {unused[0]}",
+            fix="its variables: " + ", ".join(v.name for v in recipe.variables),
+        )
+
+
+def check_references(
+    plan_vars: tuple[Variable, ...], recipe: Recipe, words: list[Word]
+) -> list[Finding]:
+    """Every submit-time reference has a value the plan gives (secrets stay the pod's)."""
+    findings: list[Finding] = []
+    known = {v.name for v in plan_vars}
+    texts = [f.value for f in recipe.xpk_flags if f.value and f.name != "--command"]
+    for flag in recipe.xpk_flags:
+        secret = next((r for r in references((), [flag.value or ""]) if is_secret_name(r)), None)
+        if secret is not None and flag.name != "--command":
+            raise InputError(
+                f"{recipe.source}:{flag.line}: {flag.name} refers to the secret {secret}: the "
+                "submit script would take its value from this machine into the workload",
+                fix=f"drop it from {flag.name}; write ${{{secret}}} in the program arguments, "
+                "where the pod's shell reads it from the workload's environment",
+            )
+    steps = [w for s in recipe.steps if s.kind is not StepKind.ENTRY for w in s.words]
+    for ref in references([*steps, *words], texts):
+        if ref in known:
+            continue
+        if is_secret_name(ref):
+            findings.append(secret_finding(ref))
+            continue
+        raise InputError(
+            f"{recipe.source}: ${{{ref}}} has no value: nothing in the configuration or the "
+            "recipe sets it, and the tool never fills it from this machine's environment",
+            fix=f"pass --var {ref}=VALUE",
+        )
+    return findings
