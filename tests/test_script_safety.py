@@ -266,3 +266,13 @@ def test_the_ray_job_refuses_a_secret_argument_with_a_fix_that_works(tmp_path: P
         tpu_args(plan)
     assert "--backend gke" in info.value.fix
     assert "--var" not in info.value.fix
+
+
+def test_a_setup_variable_with_commands_stays_the_recipes_visible_steps() -> None:
+    text = (
+        CLASSIC.read_text()
+        .replace("# XLA Flags", 'SETUP="pip install -U pip &&"\n# XLA Flags')
+        .replace('--command="set -e &&', '--command="${SETUP} set -e &&')
+    )
+    recipe = parse_recipe(text, "run_recipe.sh")
+    assert recipe.steps[0].text() == "pip install -U pip"

@@ -161,6 +161,7 @@ class Recipe:
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _SPLITTERS = frozenset({"IFS"})
+_ARGUMENTS = re.compile(r"(?:^|_)(?:ARGS|FLAGS|OVERRIDES)$")
 _SPECIAL_FIX = "write the separator (a space) or the value itself"
 
 
@@ -393,13 +394,19 @@ class _Reader:
         )
 
     def check_inlined(self, word: Word) -> None:
-        """Refuse string-building variables whose text would be shell syntax in the pod's shell
-        (``MAXTEXT_ARGS="a=1; touch x"`` would end the training command and run another)."""
+        """Refuse argument and flag variables whose text would be shell syntax in the pod's
+        shell (``MAXTEXT_ARGS="a=1; touch x"`` would end the training command and run another).
+        Other string variables may hold the recipe's own setup commands: they show as steps."""
         prefix = ""
         for part in word.parts:
             piece = self.expand(Word((part,), word.line))
             known = self.assigned.get(part.name) if isinstance(part, Var) else None
-            if isinstance(part, Var) and known is not None and not known.exported:
+            if (
+                isinstance(part, Var)
+                and known is not None
+                and not known.exported
+                and _ARGUMENTS.search(part.name) is not None
+            ):
                 problem, needle = pod_text_problem(piece, pod_quote_state(prefix))
                 if problem:
                     raise self.fail(
