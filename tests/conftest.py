@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -40,15 +42,22 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
-def plan_for(relative: str, **opts: object) -> Plan:
-    """Plan a fixture recipe with the test configuration, a fixed user and a fixed clock."""
+@contextmanager
+def at_recipes_root() -> Iterator[None]:
+    """Work in the fixture recipes' root, where a fixture plan's relative paths point."""
     cwd = Path.cwd()
     os.chdir(RECIPES_ROOT)
     try:
-        options = PlanOptions(user="test_user", now=NOW, **opts)  # type: ignore[arg-type]
-        return plan_request(Request(relative, config_path=CONFIG), options)
+        yield
     finally:
         os.chdir(cwd)
+
+
+def plan_for(relative: str, **opts: object) -> Plan:
+    """Plan a fixture recipe with the test configuration, a fixed user and a fixed clock."""
+    with at_recipes_root():
+        options = PlanOptions(user="test_user", now=NOW, **opts)  # type: ignore[arg-type]
+        return plan_request(Request(relative, config_path=CONFIG), options)
 
 
 def check_golden(path: Path, text: str, update: bool) -> None:

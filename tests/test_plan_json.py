@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, GOLDEN, RECIPES, check_golden, plan_for
+from conftest import FIXTURES, GOLDEN, RECIPES, at_recipes_root, check_golden, plan_for
 from tpu_trainer.plan.plan_json import SCHEMA, plan_json
 
 TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
@@ -95,7 +95,9 @@ def test_plan_json_profiler_override_replaces_in_place_and_is_reported() -> None
 
 
 def test_plan_json_golden(update_golden: bool) -> None:
-    text = json.dumps(plan_json(plan_for(RECIPES["classic"])), indent=2, sort_keys=True) + "\n"
+    with at_recipes_root():
+        data = plan_json(plan_for(RECIPES["classic"]))
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     text = text.replace(str(FIXTURES), "<fixtures>")
     check_golden(GOLDEN / "classic" / "plan.json", text, update_golden)
 

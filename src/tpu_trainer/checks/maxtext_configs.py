@@ -47,25 +47,32 @@ def _fetch_wheel_configs(env: dict[str, str] | None) -> Path:
             return target
         download = root.with_name(root.name + ".download")
         download.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                f"--python-version={MAXTEXT.python}",
-                "--disable-pip-version-check",
-                "--dest",
-                str(download),
-                f"maxtext=={MAXTEXT.version}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        try:
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    f"--python-version={MAXTEXT.python}",
+                    "--disable-pip-version-check",
+                    "--dest",
+                    str(download),
+                    f"maxtext=={MAXTEXT.version}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+        except OSError as e:
+            raise MaxTextConfigsError(
+                f"MaxText {MAXTEXT.version}'s configuration files are not here and pip could "
+                f"not be started to fetch them ({e.strerror})",
+                fix="run `tpu-trainer runtime install maxtext`",
+            ) from None
         wheels = sorted(download.glob("maxtext-*.whl"))
         if result.returncode != 0 or not wheels:
             raise MaxTextConfigsError(

@@ -18,6 +18,7 @@ from typing import Any
 
 from tpu_trainer.checks.maxtext_configs import MaxTextConfigs, parse_value
 from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.config.model import short
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT
 
@@ -370,7 +371,7 @@ def check_types(args: Mapping[str, str], base: Mapping[str, Any]) -> list[Findin
         problem = type_problem(key, maxtext_input(cli_value(text)), base[key])
         if problem:
             problems.append(
-                f"{key}={text}: {problem}"
+                f"{key}={short(text)}: {problem}"
                 + (" (an empty value reads as null)" if text == "" else "")
             )
             word = _WORD[expected_kind(key, base[key])]
@@ -386,6 +387,23 @@ def check_types(args: Mapping[str, str], base: Mapping[str, Any]) -> list[Findin
             )
         ]
     return [Finding(f"{NAME} types", Level.PASS, "every value has the type MaxText expects")]
+
+
+def typed_values(
+    args: Mapping[str, str], base: Mapping[str, Any], effective: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``effective`` with the command's values typed as MaxText types them: ``steps=1e3`` is the
+    integer 1000 there (YAML alone leaves the text ``1e3``)."""
+    out = dict(effective)
+    for key, text in args.items():
+        if key not in base or key not in out or out[key] != parse_value(text):
+            continue  # not a setting, or the model file's value stands
+        value = maxtext_input(cli_value(text))
+        kind = expected_kind(key, base[key])
+        if kind == "int" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        out[key] = value
+    return out
 
 
 def model_file(name: str) -> str:

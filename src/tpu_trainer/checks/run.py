@@ -15,6 +15,7 @@ from typing import Any
 
 from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
 from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.config.model import short
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.plan.plan import Finding, Level, Plan
 from tpu_trainer.plan.recipe import Framework
@@ -68,11 +69,12 @@ def fast_findings(
 
     Without the runtime, MaxText's configuration files come from its wheel (downloaded once)
     when ``fetch``; otherwise the MaxText checks are reported as not run."""
+    from tpu_trainer.checks.local_files import check_local_files
     from tpu_trainer.checks.recipe_sanity import check_recipe
 
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    findings = [*plan.findings, *check_recipe(plan)]
+    findings = [*plan.findings, *check_recipe(plan), *check_local_files(plan)]
     seconds["recipe"] = time.perf_counter() - started
     if plan.recipe.framework is not Framework.MAXTEXT:
         findings.append(
@@ -90,17 +92,50 @@ def fast_findings(
         findings.append(Finding("maxtext-config", Level.WARN, e.message, e.fix))
         return CheckReport(tuple(findings), seconds)
     request = MaxTextRequest.from_plan(plan)
+    findings += _maxtext_findings(request, configs, seconds)
+    return CheckReport(tuple(findings), seconds)
+
+
+def _maxtext_findings(
+    request: MaxTextRequest, configs: MaxTextConfigs, seconds: dict[str, float]
+) -> list[Finding]:
+    """The MaxText configuration check, then (when every value has its type) the others."""
+    from tpu_trainer.checks.pyconfig import typed_values
+
     try:
         effective: Mapping[str, Any] | None = configs.effective(request.args)
     except TpuTrainerError:
         effective = None  # an unknown model: the configuration check says which names exist
+    findings: list[Finding] = []
     for name, check in _fast_checks():
         started = time.perf_counter()
-        if effective is None and name != "maxtext-config":
+        if name != "maxtext-config" and effective is None:
             continue
-        findings += check(request, configs, effective or {})
+        if name != "maxtext-config" and _types_failed(findings):
+            findings.append(_NOT_RUN)
+            break
+        typed = typed_values(request.args, configs.base, effective or {})
+        try:
+            findings += check(request, configs, typed)
+        except (ValueError, TypeError, ArithmeticError) as e:
+            findings.append(
+                Finding(name, Level.FAIL, f"a value could not be read: {short(str(e))}", _FIX)
+            )
         seconds[name] = time.perf_counter() - started
-    return CheckReport(tuple(findings), seconds)
+    return findings
+
+
+_FIX = "give each MaxText argument a value of its type (see `tpu-trainer check`)"
+_NOT_RUN = Finding(
+    "mesh, sharding, memory, data",
+    Level.WARN,
+    "not checked: they need every MaxText value to have its type",
+    fix="fix the values the `maxtext-config types` check names, then check again",
+)
+
+
+def _types_failed(findings: list[Finding]) -> bool:
+    return any(f.name.endswith(" types") and f.status is Level.FAIL for f in findings)
 
 
 def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:

@@ -101,11 +101,9 @@ def check(
 def render_checks(
     report: CheckReport, console: Console | None = None, title: str = "Checks"
 ) -> None:
-    from rich.console import Console
+    from tpu_trainer.cli.render_plan import console_for, findings_table
 
-    from tpu_trainer.cli.render_plan import findings_table
-
-    out = console or Console()
+    out = console_for(console)
     out.print(findings_table(report.findings, title))
     failed, warned = len(report.failed), len(report.warned)
     total = sum(report.seconds.values())

@@ -108,15 +108,15 @@ def plan(
             sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
         ),
     )
-    if as_json:
-        from tpu_trainer.plan.plan_json import plan_json
+    from tpu_trainer.plan.plan_json import plan_findings, plan_json
 
-        typer.echo(json.dumps(plan_json(p), indent=2))
+    findings = plan_findings(p)
+    if as_json:
+        typer.echo(json.dumps(plan_json(p, findings), indent=2))
         return
-    from tpu_trainer.checks.run import fast_findings
     from tpu_trainer.cli.render_plan import render_plan
 
-    render_plan(p, findings=fast_findings(p, fetch=False).findings)
+    render_plan(p, findings=findings)
 
 
 def scripts(

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tpu_trainer.config.model import KEYS, Config, config_from_mapping
+from tpu_trainer.config.model import KEYS, Config, config_from_mapping, short
 from tpu_trainer.errors import ConfigError
 
 ENV_VAR = "TPU_TRAINER_CONFIG"
@@ -61,7 +61,7 @@ def locate(
 def _key_lines(text: str) -> dict[str, int]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return {}
     if not isinstance(node, yaml.MappingNode):
         return {}
@@ -70,24 +70,54 @@ def _key_lines(text: str) -> dict[str, int]:
     }
 
 
-def read_config(path: Path, *, require: bool = True) -> Config:
-    """Read and validate one configuration file."""
+def refuse_aliases(text: str, where: str) -> None:
+    """YAML aliases (``*name``) are refused before anything is built: a few hundred bytes of
+    nested aliases would otherwise expand to gigabytes (the "billion laughs")."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(
-            f"{path}: cannot read ({e.strerror})", fix="check the file's permissions"
-        ) from None
+        for event in yaml.parse(text, Loader=yaml.BaseLoader):
+            if isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1 if event.start_mark is not None else 0
+                raise ConfigError(
+                    f"{where}:{line}: YAML aliases (*{event.anchor}) are not accepted",
+                    fix="write the value out in full where the alias stands",
+                )
+    except (yaml.YAMLError, RecursionError):
+        return  # reported with its line by the loader
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    refuse_aliases(text, str(path))
     try:
         # BaseLoader keeps every scalar as written: `jax_version: 0.10` stays "0.10", not 0.1.
-        data: Any = yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506 (BaseLoader builds no objects)
+        return yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506 (BaseLoader builds no objects)
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: nested too deeply", fix="write `key: value` lines (see `config init`)"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(
-            f"{where}: not valid YAML ({getattr(e, 'problem', e)})",
+            f"{where}: not valid YAML ({short(str(getattr(e, 'problem', e)))})",
             fix="fix the YAML syntax (keys are `name: value`, one per line)",
         ) from None
+
+
+def read_config(path: Path, *, require: bool = True) -> Config:
+    """Read and validate one configuration file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = e.object[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte {e.object[e.start : e.start + 1]!r})",
+            fix="save the configuration as UTF-8 (`tpu-trainer config init` writes one)",
+        ) from None
+    except OSError as e:
+        raise ConfigError(
+            f"{path}: cannot read ({e.strerror})", fix="check the file's permissions"
+        ) from None
+    data = _load_yaml(text, path)
     if data is None or data == "":
         data = {}
     if isinstance(data, dict):

@@ -120,7 +120,9 @@ KEYS: tuple[_Key, ...] = (
         "base_output_dir",
         True,
         "output directory for MaxText (gs://bucket/path)",
-        re.compile(r"^(gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s'\"`$\\]*)?|/[^\s'\"`$\\]*)$"),
+        re.compile(
+            r"^(gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[A-Za-z0-9_./:=,+@%^-]*)?|/[A-Za-z0-9_./:=,+@%^-]*)$"
+        ),
         "gs://my-bucket/maxtext-runs",
     ),
     _Key(
@@ -159,6 +161,12 @@ KEYS: tuple[_Key, ...] = (
 KEY_NAMES = tuple(k.name for k in KEYS)
 
 
+def short(value: str, limit: int = 80) -> str:
+    """``value`` for a message: control characters visible, at most ``limit`` characters."""
+    text = value.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 1] + f"… ({len(value)} characters)"
+
+
 def _fail(source: str, key: str, problem: str, fix: str, line: int | None = None) -> ConfigError:
     where = f"{source}:{line}" if line else source
     return ConfigError(f"{where}: {key}: {problem}", fix=fix)
@@ -178,7 +186,7 @@ def _text(raw: Any, key: _Key, source: str, line: int | None) -> str:
         raise _fail(
             source,
             key.name,
-            f"'{value}' is not a valid {key.help}",
+            f"'{short(value)}' is not a valid {key.help}",
             f"write it like `{key.name}: {key.example}`",
             line,
         )
@@ -199,16 +207,26 @@ def _reservations(raw: Any, source: str, line: int | None) -> tuple[Reservation,
     for entry in raw:
         item = {"name": entry} if isinstance(entry, str) else entry
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise _fail(source, "reservations", f"entry {item!r} has no name", fix, line)
+            raise _fail(source, "reservations", f"entry {short(repr(item))} has no name", fix, line)
         unknown = set(item) - {"name", "zone", "project"}
         if unknown:
-            raise _fail(source, "reservations", f"unknown field(s) {sorted(unknown)}", fix, line)
+            raise _fail(
+                source, "reservations", f"unknown field(s) {short(str(sorted(unknown)))}", fix, line
+            )
         name = item["name"].strip()
         if not name_re.match(name):
-            raise _fail(source, "reservations", f"'{name}' is not a reservation name", fix, line)
+            raise _fail(
+                source, "reservations", f"'{short(name)}' is not a reservation name", fix, line
+            )
         zone = item.get("zone")
         if zone is not None and not re.match(r"^[a-z]+-[a-z]+[0-9]+-[a-z0-9]+$", str(zone)):
-            raise _fail(source, "reservations", f"zone '{zone}' of {name} is not a zone", fix, line)
+            raise _fail(
+                source,
+                "reservations",
+                f"zone '{short(str(zone))}' of {short(name)} is not a zone",
+                fix,
+                line,
+            )
         project = item.get("project")
         out.append(
             Reservation(name, str(zone) if zone else None, str(project) if project else None)
@@ -232,7 +250,7 @@ def config_from_mapping(
         if name not in KEY_NAMES:
             close = difflib.get_close_matches(str(name), KEY_NAMES, n=1)
             hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEY_NAMES)}"
-            raise _fail(source, str(name), "unknown key", hint, lines.get(str(name)))
+            raise _fail(source, short(str(name)), "unknown key", hint, lines.get(str(name)))
     values: dict[str, Any] = {}
     sources: dict[str, Source] = {}
     for key in KEYS:

@@ -338,11 +338,14 @@ def load_scenario(path: Path | str) -> Scenario:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(
-            f"{path}: cannot read the scenario file: {e.strerror}",
+            f"{path}: cannot read the scenario file: {getattr(e, 'strerror', None) or 'not UTF-8'}",
             fix="give the path of a scenario YAML file (see docs/fake-cloud.md)",
         ) from None
+    from tpu_trainer.config.load import refuse_aliases
+
+    refuse_aliases(text, str(path))
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

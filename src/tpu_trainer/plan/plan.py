@@ -5,17 +5,35 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 
 from tpu_trainer.catalog.accelerators import Family, Precision
 from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
+from tpu_trainer.plan.plan_values import Finding, Level, Variable
 from tpu_trainer.plan.recipe import Framework, Recipe
 from tpu_trainer.plan.recipe_folder import RecipeFolder
 from tpu_trainer.plan.shell_words import Lit, Placeholder, Ref, Word
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.plan.submit_values import (
+    check_references,
+    check_var_options,
+    check_variables,
+    is_secret_name,
+    recipe_references,
+)
+
+__all__ = [
+    "ArgChange",
+    "Finding",
+    "Level",
+    "Plan",
+    "PlanOptions",
+    "ProfilerSettings",
+    "Variable",
+    "build_plan",
+]
 
 SETUP_SCRIPT = "setup_training_env.sh"
 
@@ -33,20 +51,6 @@ PLACEHOLDER_VARIABLES: dict[str, str] = {
     "output_dir": "BASE_OUTPUT_DIR",
     "run_name": "WORKLOAD_NAME",
 }
-
-
-class Level(StrEnum):
-    PASS = "pass"  # noqa: S105 (a status, not a password)
-    WARN = "warn"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    name: str
-    status: Level
-    message: str
-    fix: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +81,6 @@ class PlanOptions:
     priority: str | None = None
     num_slices: int | None = None
     zone: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Variable:
-    """An exported variable of the submit script."""
-
-    name: str
-    template: str
-    """What the script assigns, references as ``${NAME}``."""
-    value: str
-    """Its value at submission, references expanded."""
-    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,14 +162,13 @@ def _precision(folder: RecipeFolder | None, recipe: Recipe) -> Precision:
 def _variables(
     recipe: Recipe, config: Config, opts: PlanOptions, name: str, findings: list[Finding]
 ) -> tuple[Variable, ...]:
+    check_var_options(opts.variables)
     given = dict(opts.variables)
-    for var_name, given_value in given.items():
-        if re.search(r"[\s'\"`\\;&|<>]", given_value) or "$(" in given_value:
-            raise InputError(
-                f"--var {var_name}={given_value}: values may not hold spaces, quotes or shell operators",
-                fix="give a plain value (paths, names, gs:// URLs)",
-            )
-    out: dict[str, Variable] = {}
+    out: dict[str, Variable] = {
+        ref: Variable(ref, given[ref], given[ref], "--var")
+        for ref in recipe_references(recipe)
+        if ref in given and recipe.variable(ref) is None and ref not in CONFIG_VARIABLES
+    }
 
     def value_of(template: str) -> str:
         return re.sub(
@@ -212,6 +203,8 @@ def _variables(
     for rv in recipe.variables:
         if rv.name in out:
             continue
+        if is_secret_name(rv.name):
+            continue  # read by the pod's shell from its environment: see _check_references
         if rv.name in given:
             out[rv.name] = Variable(rv.name, given[rv.name], value_of(given[rv.name]), "--var")
         elif rv.must_fill and rv.name == "ARTIFACT_DIR":
@@ -226,6 +219,7 @@ def _variables(
             out[rv.name] = Variable(
                 rv.name, rv.template, value_of(rv.template), f"recipe line {rv.line}"
             )
+    check_variables(recipe, out, given)
     return tuple(out.values())
 
 
@@ -389,6 +383,7 @@ def build_plan(
     name = workload_name(opts.user, model, opts.now)
     variables = _variables(recipe, config, opts, name, findings)
     words, changes = _program_args(recipe, opts, findings)
+    findings += check_references(variables, recipe, list(words))
     cloud_keys = ("project_id", "cluster_name", "default_zone", "base_output_dir", "workload_image")
     for key in () if slice_.family is Family.CPU else cloud_keys:
         if not getattr(config, key):

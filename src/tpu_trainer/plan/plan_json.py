@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tpu_trainer.config.model import KEY_NAMES
-from tpu_trainer.plan.plan import Plan
+from tpu_trainer.plan.plan import Finding, Plan
 from tpu_trainer.plan.scripts import submitted_argv
 
 SCHEMA = "tpu-trainer.plan/1"
@@ -37,7 +38,17 @@ def slice_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-def plan_json(plan: Plan) -> dict[str, Any]:
+def plan_findings(plan: Plan) -> tuple[Finding, ...]:
+    """The one list of findings a plan shows, as a table or as JSON, and stores with a run:
+    the plan's own, recipe sanity and every fast check (nothing downloaded)."""
+    from tpu_trainer.checks.run import fast_findings
+
+    return fast_findings(plan, fetch=False).findings
+
+
+def plan_json(plan: Plan, findings: Sequence[Finding] | None = None) -> dict[str, Any]:
+    """The plan as JSON; ``findings`` default to :func:`plan_findings`."""
+    shown = plan_findings(plan) if findings is None else findings
     config = plan.config
     argv = submitted_argv(plan)
     flags: dict[str, str | bool] = {}
@@ -84,7 +95,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         ],
         "findings": [
             {"name": f.name, "status": f.status.value, "message": f.message, "fix": f.fix}
-            for f in plan.findings
+            for f in shown
         ],
     }
 

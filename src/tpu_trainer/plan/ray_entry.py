@@ -18,6 +18,7 @@ from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.plan.submit_values import is_secret_name
 
 ENTRY_SCRIPT = "train_entry.py"
 JOB_ENV: Mapping[str, str] = {"RAY_DEDUP_LOGS": "0", "PYTHONUNBUFFERED": "1"}
@@ -98,6 +99,14 @@ def tpu_args(plan: Plan) -> tuple[str, ...]:
     """The recipe's MaxText arguments with the submit-time variables filled in."""
     args = tuple(plan.expand(a) for a in plan.program_arg_texts)
     unfilled = [a for a in args if "${" in a]
+    secrets = [a for a in unfilled if is_secret_name(a.split("${", 1)[1].split("}", 1)[0])]
+    if secrets:
+        raise InputError(
+            f"`{secrets[0][:80]}` refers to a secret; the Ray job's arguments are not read by a "
+            "shell, so nothing would fill it (and the tool never writes its value)",
+            fix="train through xpk (--backend gke), where the pod's shell reads it from the "
+            "workload's environment, or drop the argument",
+        )
     if unfilled:
         raise InputError(
             f"arguments still refer to variables the configuration does not fill: {unfilled[:3]}",

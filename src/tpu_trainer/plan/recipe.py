@@ -25,6 +25,8 @@ from tpu_trainer.plan.shell_words import (
     Token,
     Var,
     Word,
+    pod_quote_state,
+    pod_text_problem,
     split_commands,
     tokenize,
 )
@@ -158,6 +160,18 @@ class Recipe:
 
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+_SPLITTERS = frozenset({"IFS"})
+_ARGUMENTS = re.compile(r"(?:^|_)(?:ARGS|FLAGS|OVERRIDES)$")
+_SPECIAL_FIX = "write the separator (a space) or the value itself"
+
+
+def _special_message(name: str) -> str:
+    return (
+        f"${{{name}}} is the shell's own {name}: its value would split or rewrite the "
+        "command in the pod's shell"
+    )
+
+
 _TOOL_COMPUTED = frozenset({"WORKLOAD_NAME"})
 _UPLOADERS = (("gsutil",), ("gcloud", "storage"))
 
@@ -307,6 +321,12 @@ class _Reader:
             if isinstance(part, Lit):
                 out.append(part.text)
             elif isinstance(part, Var):
+                if part.name in _SPLITTERS:
+                    raise self.fail(
+                        _special_message(part.name),
+                        self.line_of(part.name, word.line),
+                        fix=_SPECIAL_FIX,
+                    )
                 known = self.assigned.get(part.name)
                 if known is not None and not known.exported:
                     if part.name in seen:
@@ -340,6 +360,7 @@ class _Reader:
                 eq = "="
                 i += 1
             if name == "--command":
+                self.check_inlined(words[i])
                 command = (value, w.line)
             flags.append(XpkFlag(name, _display(value) if eq else None, w.line))
             i += 1
@@ -372,6 +393,41 @@ class _Reader:
             shell_options=tuple(self.shell_options),
         )
 
+    def check_inlined(self, word: Word) -> None:
+        """Refuse argument and flag variables whose text would be shell syntax in the pod's
+        shell (``MAXTEXT_ARGS="a=1; touch x"`` would end the training command and run another).
+        Other string variables may hold the recipe's own setup commands: they show as steps."""
+        prefix = ""
+        for part in word.parts:
+            piece = self.expand(Word((part,), word.line))
+            known = self.assigned.get(part.name) if isinstance(part, Var) else None
+            if (
+                isinstance(part, Var)
+                and known is not None
+                and not known.exported
+                and _ARGUMENTS.search(part.name) is not None
+            ):
+                problem, needle = pod_text_problem(piece, pod_quote_state(prefix))
+                if problem:
+                    raise self.fail(
+                        f"{part.name} holds {problem}: in the pod's shell it would not stay "
+                        "arguments of the training program",
+                        self.line_of(needle, known.line),
+                        fix=f"remove it from {part.name}; write each argument as key=value "
+                        "(quote a value that needs spaces)",
+                    )
+            prefix += piece
+
+    def line_of(self, needle: str, start: int) -> int:
+        """The first line from ``start`` on holding ``needle`` (``start`` when none does)."""
+        for n in range(start, len(self.lines) + 1):
+            text = self.lines[n - 1]
+            if (needle == "\n" and not text.rstrip().endswith("\\")) or (
+                needle.strip() and needle in text
+            ):
+                return n
+        return start
+
     def pod_steps(self, command: str, line: int) -> tuple[CommandStep, ...]:
         try:
             tokens = tokenize(command, line)
@@ -380,6 +436,14 @@ class _Reader:
             raise self.fail(f"in --command: {e}", line) from None
         steps: list[CommandStep] = []
         previous = ""
+        for cmd_words, _ in commands:
+            for w in cmd_words:
+                special = next(
+                    (p.name for p in w.parts if isinstance(p, Var | Ref) and p.name in _SPLITTERS),
+                    None,
+                )
+                if special is not None:
+                    raise self.fail(_special_message(special), line, fix=_SPECIAL_FIX)
         for cmd_words, sep in commands:
             steps.append(CommandStep(_step_kind(cmd_words, previous), tuple(cmd_words), sep))
             previous = sep

@@ -22,6 +22,7 @@ from tpu_trainer.plan.shell_words import (
     quote_for_shell,
     render_part,
 )
+from tpu_trainer.plan.submit_values import is_secret_name
 
 CONT = " \\\n"
 
@@ -46,6 +47,8 @@ def pod_word(word: Word) -> str:
     for part in word.parts:
         if isinstance(part, Lit):
             out.append(dq_escape(quote_for_shell(part.text) if part.text else "''"))
+        elif isinstance(part, Ref) and is_secret_name(part.name):
+            out.append(f'\\"\\${{{part.name}}}\\"')  # the pod's environment, never a file
         elif isinstance(part, Ref):
             out.append("${" + part.name + "}")
         elif isinstance(part, Var):
@@ -118,12 +121,20 @@ def _check_flags(plan: Plan) -> None:
             )
 
 
+def comment(text: str) -> str:
+    """``text`` for a ``#`` comment line: newlines and other control characters made visible,
+    so nothing after them can become a command."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
 def _header(plan: Plan, purpose: str) -> list[str]:
     s = plan.slice
     return [
         "#!/bin/bash",
-        f"# {purpose}",
-        f"# Written by tpu-trainer {__version__} from {plan.recipe_script}.",
+        f"# {comment(purpose)}",
+        f"# Written by tpu-trainer {__version__} from {comment(str(plan.recipe_script))}.",
         f"# Slice: {s.device_type} x{plan.num_slices}: {s.chips} chips, {s.jax_devices} JAX devices, "
         f"{s.hosts} hosts ({s.accelerator.name}).",
         "set -euo pipefail",
