@@ -226,3 +226,36 @@ def test_resume_follows_a_crashed_run_to_the_end(tmp_path: Path) -> None:
     again = _cli(env, "resume", run_id, "--rehearse", str(scenario))
     assert again.returncode == 2
     assert "nothing to follow" in again.stderr
+
+
+def test_a_rehearsed_run_that_ran_out_of_memory_is_marked_failed(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    recipe = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
+    oom = "E1122 04:30:01.000000 139872 pjit.py:1] Ran out of memory in memory space hbm. "
+    log = _log(2.2, 730.0, steps=4) + oom + "Used 120.5G of 95.74G hbm.\n"
+    scenario = _scenario(tmp_path, "oom", log)
+    data = yaml.safe_load(scenario.read_text())
+    data["workloads"]["exit_code"] = 1
+    scenario.write_text(yaml.safe_dump(data))
+    proc = _cli(
+        env,
+        "train",
+        str(recipe),
+        "--rehearse",
+        str(scenario),
+        "--poll",
+        "0.05",
+        "--report-to-recipe",
+        "--lang",
+        "en",
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    run_id = _run_id(proc.stdout)
+    assert f"run {run_id}: failed" in proc.stdout
+    text = (recipe.parent / "README.md").read_text()
+    (row,) = [line for line in text.splitlines() if line.startswith("|") and run_id in line]
+    assert "**FAILED · REHEARSAL (fake cloud, not a measurement)**" in row
+    assert "— FAILED · REHEARSAL (fake cloud, not a measurement)" in text
+    beside = tmp_path / "store" / "runs" / run_id / "README.md"
+    assert "**FAILED · REHEARSAL" in beside.read_text()
