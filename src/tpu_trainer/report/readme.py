@@ -45,7 +45,6 @@ from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
 
 Lang = Literal["zh", "en"]
 
-
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _DELIMITER = re.compile(r" {0,3}\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*")
@@ -233,7 +232,13 @@ def lock_path(path: Path, lock_dir: Path | None = None) -> Path:
         from tpu_trainer.store.db import default_path
 
         lock_dir = default_path().parent / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TpuTrainerError(
+            f"cannot make the lock folder {lock_dir}: {exc.strerror or exc}",
+            fix="make the run store's folder writable, or set TPU_TRAINER_HOME to one that is",
+        ) from exc
     real = path.parent.resolve() / path.name
     key = hashlib.sha256(os.fsencode(real)).hexdigest()[:24]
     return lock_dir / f"readme-{key}.lock"
