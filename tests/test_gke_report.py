@@ -101,6 +101,7 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
         str(_scenario(tmp_path, "fp8", _log(2.2, 730.0))),
         "--poll",
         "0.05",
+        "--report-to-recipe",
     )
     assert first.returncode == 0, first.stderr[-3000:]
     second = _cli(
@@ -114,18 +115,30 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
     )
     assert second.returncode == 0, second.stderr[-3000:]
     a, b = _run_id(first.stdout), _run_id(second.stdout)
-    assert "step 9: 2.20 s, loss 6.400" in first.stderr
+    # the pace comes from the step times in the log, not from how fast its lines arrive
+    assert "step 9: 2.20 s, loss 6.400, 0.45 steps/s" in first.stderr
     assert "pods ready" in first.stderr
+    assert "reservations from the scenario, in its order: res-a" in first.stderr
 
+    # asked (--report-to-recipe): the rehearsal is in the model's README, marked as one
     text = readme.read_text()
     assert text.startswith("# mixtral-moe 训练测试记录\n\nNotes written by hand stay here.\n")
-    assert text.count(f"<!-- tpu-trainer run {a} -->") >= 1
-    assert text.count(f"<!-- tpu-trainer run {b} -->") >= 1
+    (row,) = [line for line in text.splitlines() if line.startswith("|") and f"run {a} " in line]
+    assert "**演练（假云，非实测）**" in row
     assert "| 730.0 | 1460.0 |" in text  # TFLOP/s per device, and x 2 per chip on TPU v7
     assert len(list(model_dir.glob(f"mixtral-moe-{a}-*.png"))) == 3
+    # not asked: the rehearsal's report stays beside the run store
+    assert f"tpu-trainer run {b}" not in text
+    assert not list(model_dir.glob(f"*{b}*"))
+    beside = tmp_path / "store" / "runs" / b / "README.md"
+    assert f"<!-- tpu-trainer run {b} -->" in beside.read_text()
+    assert len(list(beside.parent.glob(f"mixtral-moe-{b}-*.png"))) == 3
+    assert not list(tmp_path.joinpath("recipes").rglob("*.lock"))
 
     shown = json.loads(_cli(env, "show", a, "--json").stdout)
     assert shown["precision"] == "fp8"
+    assert shown["mode"] == "rehearsal"
+    assert "a rehearsal on the fake cloud" in _cli(env, "show", a).stdout
     assert shown["steady_steps"] == [2, 3, 4, 8, 9]  # step 0-1 warm-up, 5-7 profiler window
     assert abs(shown["tflops_per_chip"] - 1460.0) < 1e-6
     assert len(shown["steps"]) == 10
@@ -136,7 +149,7 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
     human = _cli(env, "compare", a, b).stdout
     assert "25.000 % faster" in human
 
-    again = _cli(env, "report", a)
+    again = _cli(env, "report", a, "--to-recipe")
     assert again.returncode == 0
     assert "already has this run" in again.stdout
     assert readme.read_text() == text
@@ -144,6 +157,12 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
     exported = _cli(env, "export", "--format", "csv").stdout.splitlines()
     assert exported[0].startswith("id,model,device_type")
     assert len(exported) == 3
+    mode_column = exported[0].split(",").index("mode")
+    assert [line.split(",")[mode_column] for line in exported[1:]] == ["rehearsal"] * 2
+    as_json = json.loads(_cli(env, "export", "--format", "json").stdout)
+    assert {r["mode"] for r in as_json} == {"rehearsal"}
+    listed = _cli(env, "runs")
+    assert listed.stdout.count("rehearsal") == 2
 
 
 def test_resume_follows_a_crashed_run_to_the_end(tmp_path: Path) -> None:
@@ -198,10 +217,45 @@ def test_resume_follows_a_crashed_run_to_the_end(tmp_path: Path) -> None:
     resumed = _cli(env, "resume", run_id, "--rehearse", str(scenario), "--poll", "0.05")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"run {run_id}: succeeded" in resumed.stdout
-    assert f"<!-- tpu-trainer run {run_id} -->" in (recipe.parent / "README.md").read_text()
+    beside = tmp_path / "store" / "runs" / run_id / "README.md"
+    assert f"<!-- tpu-trainer run {run_id} -->" in beside.read_text()
+    assert not (recipe.parent / "README.md").exists()
     shown = json.loads(_cli(env, "show", run_id, "--json").stdout)
     assert shown["status"] == "succeeded"
     assert {r["state"] for r in shown["resources"]} <= {"deleted", "absent"}
     again = _cli(env, "resume", run_id, "--rehearse", str(scenario))
     assert again.returncode == 2
     assert "nothing to follow" in again.stderr
+
+
+def test_a_rehearsed_run_that_ran_out_of_memory_is_marked_failed(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    recipe = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
+    oom = "E1122 04:30:01.000000 139872 pjit.py:1] Ran out of memory in memory space hbm. "
+    log = _log(2.2, 730.0, steps=4) + oom + "Used 120.5G of 95.74G hbm.\n"
+    scenario = _scenario(tmp_path, "oom", log)
+    data = yaml.safe_load(scenario.read_text())
+    data["workloads"]["exit_code"] = 1
+    scenario.write_text(yaml.safe_dump(data))
+    proc = _cli(
+        env,
+        "train",
+        str(recipe),
+        "--rehearse",
+        str(scenario),
+        "--poll",
+        "0.05",
+        "--report-to-recipe",
+        "--lang",
+        "en",
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    run_id = _run_id(proc.stdout)
+    assert f"run {run_id}: failed" in proc.stdout
+    text = (recipe.parent / "README.md").read_text()
+    (row,) = [line for line in text.splitlines() if line.startswith("|") and run_id in line]
+    assert "**FAILED · REHEARSAL (fake cloud, not a measurement)**" in row
+    assert "— FAILED · REHEARSAL (fake cloud, not a measurement)" in text
+    beside = tmp_path / "store" / "runs" / run_id / "README.md"
+    assert "**FAILED · REHEARSAL" in beside.read_text()

@@ -13,6 +13,8 @@ import pytest
 from conftest import GOLDEN, check_golden
 from tpu_trainer.errors import InputError
 from tpu_trainer.report import RunReport, StepRow, marker, update_readme, write_plots
+from tpu_trainer.report.model import Outcome
+from tpu_trainer.report.readme import lock_path
 
 REPORT_GOLDEN = GOLDEN / "report"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -87,6 +89,12 @@ def table_rows(text: str) -> list[str]:
     return [
         line for line in text.splitlines() if line.startswith("|") and "tpu-trainer run" in line
     ]
+
+
+@pytest.fixture(autouse=True)
+def _store_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README locks are taken beside the run store: keep it inside the test's folder."""
+    monkeypatch.setenv("TPU_TRAINER_HOME", str(tmp_path / "store"))
 
 
 # -- a new README ---------------------------------------------------------------------------
@@ -289,6 +297,89 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "README.md").exists()
 
 
+# -- where the README may be written --------------------------------------------------------
+
+
+def test_a_symlinked_readme_is_refused_naming_the_link(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.md"
+    elsewhere.write_text("not the model's README\n", encoding="utf-8")
+    model = tmp_path / "model"
+    model.mkdir()
+    link = model / "README.md"
+    link.symlink_to(elsewhere)
+    with pytest.raises(InputError, match="symbolic link") as caught:
+        update_readme(link, make_run())
+    assert str(link) in caught.value.message
+    assert "tpu-trainer report a1b2c3d4" in caught.value.fix
+    assert elsewhere.read_text("utf-8") == "not the model's README\n"
+    assert link.is_symlink()
+
+
+def test_a_symlinked_chart_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "target.png"
+    target.write_bytes(b"keep")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "deepseek3-671b-a1b2c3d4-loss.png").symlink_to(target)
+    with pytest.raises(InputError, match="symbolic link"):
+        write_plots(make_run(), model)
+    assert target.read_bytes() == b"keep"
+    assert not (model / "deepseek3-671b-a1b2c3d4-step_time.png").exists()
+
+
+def test_a_read_only_readme_is_not_replaced(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# mine\n", encoding="utf-8")
+    readme.chmod(0o444)
+    with pytest.raises(InputError, match="read-only") as caught:
+        update_readme(readme, make_run())
+    assert "tpu-trainer report a1b2c3d4" in caught.value.fix
+    assert readme.read_text("utf-8") == "# mine\n"
+    assert readme.stat().st_mode & 0o777 == 0o444
+
+
+def test_a_readme_that_is_a_folder_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "README.md").mkdir()
+    with pytest.raises(InputError, match="is a folder, not a file"):
+        update_readme(tmp_path / "README.md", make_run())
+
+
+# -- runs that are not measurements -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "lang", "mark"),
+    [
+        ({"outcome": Outcome.FAILED}, "en", "FAILED"),
+        ({"outcome": Outcome.TIMED_OUT}, "en", "TIMED OUT"),
+        ({"outcome": Outcome.FAILED}, "zh", "失败"),
+        ({"rehearsal": True}, "en", "REHEARSAL (fake cloud, not a measurement)"),
+        ({"rehearsal": True, "outcome": Outcome.CANCELLED}, "zh", "已取消 · 演练（假云，非实测）"),
+    ],
+)
+def test_failed_runs_and_rehearsals_are_marked(
+    tmp_path: Path, changes: dict[str, Any], lang: str, mark: str
+) -> None:
+    readme = tmp_path / "README.md"
+    update_readme(readme, make_run("ok1"), lang=lang)  # type: ignore[arg-type]
+    update_readme(readme, make_run("bad1", **changes), lang=lang)  # type: ignore[arg-type]
+    text = readme.read_text("utf-8")
+    good, bad = table_rows(text)
+    assert f"**{mark}**; first run" in bad
+    assert "**" not in good
+    headings = [line for line in text.splitlines() if line.startswith("### ") and "(" in line]
+    assert headings[-1].endswith(f" — {mark}")
+    assert " — " not in headings[0]
+
+
+def test_a_hand_made_table_without_a_note_column_still_shows_the_mark(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("### My runs\n\n| Date | Loss |\n|---|---|\n", encoding="utf-8")
+    update_readme(readme, make_run(outcome=Outcome.FAILED), lang="en")
+    (row,) = table_rows(readme.read_text("utf-8"))
+    assert row == f"| 2026-11-22 | **FAILED** 9.341 {marker('a1b2c3d4')} |"
+
+
 # -- concurrency ----------------------------------------------------------------------------
 
 
@@ -298,7 +389,9 @@ def _add_in_process(readme: str, index: int, barrier: Any) -> None:
 
 
 def test_twenty_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
+    model = tmp_path / "model"
+    model.mkdir()
+    readme = model / "README.md"
     original = (
         "Hand-written header.\n\n# deepseek3-671b 训练测试记录\n\n## 测试结果\n\n"
         "### 我的测试记录\n\nAll runs of this model:\n\n"
@@ -327,7 +420,9 @@ def test_twenty_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         rest = without_row(rest, run_id)
     assert rest.startswith(original)
     assert rest.count("### 详细训练日志") == 20
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "README.md.lock"]
+    # the lock is taken beside the run store: nothing but the README is left in the model folder
+    assert sorted(p.name for p in model.iterdir()) == ["README.md"]
+    assert [p.name for p in (tmp_path / "store" / "locks").iterdir()] == [lock_path(readme).name]
 
 
 # -- charts ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStatus, RunStore
+from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunMode, RunStatus, RunStore
 from tpu_trainer.store.migrations import MIGRATIONS
 
 
@@ -161,3 +161,13 @@ def test_store_migrates_an_old_schema_in_place(tmp_path: Path) -> None:
     ]
     store.set_metrics("old", {"steady_step_seconds": 1.5})
     assert store.metrics("old") == {"steady_step_seconds": 1.5}
+    old = store.run("old")
+    assert old is not None and old.mode is RunMode.REAL
+
+
+def test_a_rehearsal_store_records_its_runs_as_rehearsals(tmp_path: Path) -> None:
+    _run(RunStore(tmp_path / "runs.db", RunMode.REHEARSAL), "rehearsed")
+    _run(_store(tmp_path), "real")
+    store = _store(tmp_path)
+    modes = {r.id: r.mode for r in store.runs()}
+    assert modes == {"rehearsed": RunMode.REHEARSAL, "real": RunMode.REAL}

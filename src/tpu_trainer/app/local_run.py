@@ -10,6 +10,7 @@ from pathlib import Path
 from tpu_trainer.app.display import Display
 from tpu_trainer.app.gke_run import RunOutcome
 from tpu_trainer.app.results import (
+    Ending,
     Recorded,
     Versions,
     package_versions,
@@ -145,7 +146,8 @@ class LocalRun:
         try:
             self._show_scale_down(stages)
             code, fatal = self._train(stages)
-            recorded = self._record(stages, plan)
+            ending = Ending(RunStatus.SUCCEEDED if code == 0 and not fatal else RunStatus.FAILED)
+            recorded = self._record(stages, plan, ending)
             if recorded is not None:
                 outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
         except KeyboardInterrupt:
@@ -177,7 +179,7 @@ class LocalRun:
             "scale-down", detail=f"{self.scaled.summary}; {len(self.scaled.changes)} changes"
         )
 
-    def _record(self, stages: Stages, plan: Plan) -> Recorded | None:
+    def _record(self, stages: Stages, plan: Plan, ending: Ending) -> Recorded | None:
         """Metrics into the store and the README section; a scaled-down run's row says what
         it was."""
         note = (
@@ -186,7 +188,7 @@ class LocalRun:
             else f"scale-down of {self.plan.slice.device_type} on CPU: {self.scaled.summary}"
         )
         log = self.run_dir / "worker0.log"
-        return record_results(stages, plan, log, self.lang, self.versions, note=note)
+        return record_results(stages, plan, log, self.lang, self.versions, note, ending)
 
     @staticmethod
     def _versions(site_packages: Path) -> Versions:

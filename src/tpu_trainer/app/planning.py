@@ -24,11 +24,16 @@ class Request:
 
 
 def current_user(env: dict[str, str] | None = None) -> str:
+    """The user's name ($USER, $LOGNAME, then the password database); without any of them
+    (a container running as an unnamed uid) ``uid<N>``, never a traceback."""
     env = dict(os.environ) if env is None else env
+    for name in ("USER", "LOGNAME"):
+        if env.get(name):
+            return env[name]
     try:
-        return env.get("USER") or getpass.getuser()
-    except OSError:
-        return "user"
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return f"uid{os.getuid()}"
 
 
 def read_recipe_file(ref: RecipeRef) -> str:

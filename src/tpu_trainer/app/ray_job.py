@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.ray_follow import Deadlines, FollowedJob, JobLogs, RayJobFollower, Waiting
-from tpu_trainer.app.results import Recorded, Versions, record_results
+from tpu_trainer.app.results import Ending, Recorded, Versions, record_results
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.errors import TpuTrainerError
@@ -88,7 +88,12 @@ class RayJob:
             "ok" if followed.ok else "failed",
             followed.message or f"{steps.lines} worker-0 lines",
         )
-        recorded = record_results(self.stages, self.plan, worker0_log, self.lang, self.versions)
+        ending = Ending(
+            RunStatus.SUCCEEDED if followed.ok else RunStatus.FAILED, followed.message or None
+        )
+        recorded = record_results(
+            self.stages, self.plan, worker0_log, self.lang, self.versions, ending=ending
+        )
         if followed.ok:
             store.finish_run(run_id, RunStatus.SUCCEEDED)
         else:

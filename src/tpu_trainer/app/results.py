@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.app.stages import Stages
+from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.maxtext_log import read_log
 from tpu_trainer.plan.metrics import RunMetrics, summarize
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.report.model import RunReport, StepRow
-from tpu_trainer.store.db import RunStore
+from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
+from tpu_trainer.report.readme import Lang
+from tpu_trainer.store.db import RunMode, RunStatus, RunStore
 
 
 def _int_arg(plan: Plan, key: str) -> int | None:
@@ -125,40 +127,123 @@ def run_report(
     )
 
 
-def write_report(
-    report: RunReport, model_dir: Path, lang: str = "zh"
-) -> tuple[Path, list[Path], bool]:
-    """Append ``report`` to ``model_dir/README.md`` (with its plots); returns the README, the
-    plots, and whether the README changed."""
-    from tpu_trainer.report.plots import write_plots
-    from tpu_trainer.report.readme import update_readme
+def model_folder(plan: Plan) -> Path | None:
+    """The folder whose README.md the tpu-recipes layout keeps: the parent of the recipe's
+    ``<seq>-<precision>-<device>`` folder (``<model>/<config>/[xpk/]run_recipe.sh``). None when
+    the recipe is not in that layout: then there is no model folder to write into."""
+    return plan.model_dir if plan.folder is not None else None
 
-    readme = model_dir / "README.md"
-    plots = write_plots(report, model_dir)
-    changed = update_readme(readme, report, lang="en" if lang == "en" else "zh", plots=plots)
+
+def _run_folder(store: RunStore, run_id: str) -> Path:
+    folder = store.path.parent / "runs" / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def report_folder(
+    store: RunStore, run_id: str, model_dir: Path | None, mode: RunMode, *, to_recipe: bool
+) -> tuple[Path, str]:
+    """Where a run's README report goes, and why when it is not the model's folder: a
+    rehearsal's goes beside the run store (``runs/<run>/``) unless ``to_recipe``; so does the
+    report of a recipe outside the tpu-recipes layout."""
+    rehearsal = mode is RunMode.REHEARSAL
+    if model_dir is None:
+        if to_recipe:
+            raise InputError(
+                f"run {run_id}'s recipe is not in the tpu-recipes layout "
+                "(<model>/<seq>-<precision>-<device>/[xpk/]run_recipe.sh): it has no model folder",
+                fix=f"`tpu-trainer report {run_id}` writes it beside the run store",
+            )
+        return _run_folder(store, run_id), (
+            "the recipe is not in the tpu-recipes layout "
+            "(<model>/<seq>-<precision>-<device>/[xpk/]run_recipe.sh), so it has no model folder"
+        )
+    if rehearsal and not to_recipe:
+        return _run_folder(store, run_id), (
+            "a rehearsal's report stays out of the recipes tree; "
+            f"`tpu-trainer report {run_id} --to-recipe` writes it there, marked as a rehearsal"
+        )
+    return model_dir, ""
+
+
+def report_lang(lang: str) -> Lang:
+    """``lang`` checked: one of the README languages."""
+    try:
+        return "en" if ReportLang(lang) is ReportLang.EN else "zh"
+    except ValueError:
+        raise InputError(
+            f"unknown README language {lang!r}",
+            fix=f"use one of: {', '.join(ReportLang)}",
+        ) from None
+
+
+def write_report(
+    report: RunReport, folder: Path, lang: str = "zh", lock_dir: Path | None = None
+) -> tuple[Path, list[Path], bool]:
+    """Append ``report`` to ``folder/README.md`` (with its plots); returns the README, the
+    plots, and whether the README changed. Nothing is written when the README cannot be."""
+    from tpu_trainer.report.plots import write_plots
+    from tpu_trainer.report.readme import check_writable, update_readme
+
+    readme = folder / "README.md"
+    checked = report_lang(lang)
+    check_writable(readme, report.run_id)
+    try:
+        plots = write_plots(report, folder)
+    except OSError as exc:
+        raise TpuTrainerError(
+            f"cannot write the charts into {folder}: {exc.strerror or exc}",
+            fix=f"make {folder} writable, then `tpu-trainer report {report.run_id}`",
+        ) from exc
+    changed = update_readme(readme, report, lang=checked, plots=plots, lock_dir=lock_dir)
     return readme, plots, changed
 
 
-def report_to_json(report: RunReport, model_dir: Path) -> dict[str, Any]:
+def report_to_json(report: RunReport, model_dir: Path | None) -> dict[str, Any]:
     """What ``tpu-trainer report RUN`` needs to write the README again later."""
     from dataclasses import asdict
 
-    return {**asdict(report), "model_dir": str(model_dir)}
+    return {**asdict(report), "model_dir": None if model_dir is None else str(model_dir)}
 
 
-def report_from_json(data: Mapping[str, Any]) -> tuple[RunReport, Path]:
+def report_from_json(data: Mapping[str, Any]) -> tuple[RunReport, Path | None]:
     """The report and model folder stored by :func:`report_to_json`."""
     fields: dict[str, Any] = dict(data)
-    model_dir = Path(str(fields.pop("model_dir")))
+    stored_dir = fields.pop("model_dir", None)
     steps = tuple(StepRow(**s) for s in fields.pop("steps", None) or ())
     fields["steady_steps"] = tuple(fields.get("steady_steps") or ())
+    fields["outcome"] = Outcome(fields.get("outcome") or Outcome.SUCCEEDED.value)
+    model_dir = None if stored_dir is None else Path(str(stored_dir))
     return RunReport(**fields, steps=steps), model_dir
+
+
+def outcome_of(status: RunStatus, error: str | None) -> Outcome:
+    """How a run ended, for its README row."""
+    if status is RunStatus.FAILED:
+        timed_out = error is not None and TIMEOUT_MESSAGE in error
+        return Outcome.TIMED_OUT if timed_out else Outcome.FAILED
+    return {
+        RunStatus.SUCCEEDED: Outcome.SUCCEEDED,
+        RunStatus.CANCELLED: Outcome.CANCELLED,
+    }.get(status, Outcome.UNFINISHED)
+
+
+TIMEOUT_MESSAGE = "did not finish within"
+"""What the launchers say of a run stopped at its deadline."""
 
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
     metrics: dict[str, Any]
     readme: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a run ended, when the store does not say it yet (read from the store otherwise)."""
+
+    status: RunStatus
+    error: str | None = None
 
 
 def record_results(
@@ -168,10 +253,13 @@ def record_results(
     lang: str,
     versions: Versions | None = None,
     note: str = "",
+    ending: Ending | None = None,
 ) -> Recorded | None:
     """The collect and report stages: metrics of ``log`` into the store, and, when there is a
     steady state, the run's row and section in the model's README (with plots). ``note`` goes
-    before the report's own note (e.g. what a scaled-down run was)."""
+    before the report's own note (e.g. what a scaled-down run was). A run that did not
+    succeed, or a rehearsal, is marked as such; a rehearsal's report stays out of the recipes
+    tree. A README that cannot be written is reported, not raised: the metrics are stored."""
     if not log.exists():
         return None
     store, run_id, display = stages.store, stages.run_id, stages.display
@@ -183,15 +271,65 @@ def record_results(
     if report is None:
         display.info("no steady-state steps: nothing to add to the README")
         return Recorded(metrics.to_json(), None)
-    if note:
-        report = replace(report, note="; ".join(n for n in (note, report.note) if n))
-    stages.start("report")
-    store.set_metrics(
-        run_id, {**metrics.to_json(), "report": report_to_json(report, plan.model_dir)}
+    row = store.run(run_id)
+    mode = row.mode if row is not None else store.mode
+    if ending is None:
+        ending = Ending(row.status, row.error) if row is not None else Ending(RunStatus.RUNNING)
+    report = replace(
+        report,
+        note="; ".join(n for n in (note, report.note) if n),
+        outcome=outcome_of(ending.status, ending.error),
+        rehearsal=mode is RunMode.REHEARSAL,
     )
-    readme, plots, changed = write_report(report, plan.model_dir, lang)
-    stages.done("report", detail=str(readme))
-    display.info(
-        f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
+    stages.start("report")
+    model_dir = model_folder(plan)
+    store.set_metrics(run_id, {**metrics.to_json(), "report": report_to_json(report, model_dir)})
+    readme = _write_or_warn(
+        stages, report, report_folder(store, run_id, model_dir, mode, to_recipe=False), lang
     )
     return Recorded(metrics.to_json(), readme)
+
+
+def _write_or_warn(
+    stages: Stages, report: RunReport, where: tuple[Path, str], lang: str
+) -> Path | None:
+    folder, why = where
+    if why:
+        stages.display.info(f"report: {why}")
+    try:
+        readme, plots, changed = write_report(report, folder, lang, locks_dir(stages.store))
+    except TpuTrainerError as exc:
+        stages.done("report", "failed", exc.message[:2000])
+        stages.display.warn(f"README not written: {exc.message} — {exc.fix}")
+        return None
+    stages.done("report", detail=str(readme))
+    stages.display.info(
+        f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
+    )
+    return readme
+
+
+def locks_dir(store: RunStore) -> Path:
+    """Where README locks are taken: beside the run store, never in the recipes tree."""
+    return store.path.parent / "locks"
+
+
+def write_stored_report(
+    store: RunStore, run_id: str, lang: str, *, to_recipe: bool
+) -> tuple[Path, list[Path], bool, str]:
+    """Write (again) the report stored with ``run_id``: the README, the plots, whether the
+    README changed, and why it went where it did (``tpu-trainer report RUN``)."""
+    row = store.run(run_id)
+    if row is None:
+        raise InputError(f"no run {run_id} in {store.path}", fix="see `tpu-trainer runs`")
+    stored = (store.metrics(row.id) or {}).get("report")
+    if not stored:
+        raise InputError(
+            f"run {row.id} has no report (no steady-state steps were recorded)",
+            fix="`tpu-trainer show RUN` shows how far it got",
+        )
+    report, model_dir = report_from_json(stored)
+    report = replace(report, rehearsal=row.mode is RunMode.REHEARSAL)
+    folder, why = report_folder(store, row.id, model_dir, row.mode, to_recipe=to_recipe)
+    readme, plots, changed = write_report(report, folder, lang, locks_dir(store))
+    return readme, plots, changed, why

@@ -1,18 +1,24 @@
-"""Showing each completed training step as its log line arrives (time, loss, pace)."""
+"""Showing each completed training step as its log line arrives (time, loss, pace).
+
+The pace comes from the step times the log reports, not from when the lines arrive: lines
+read back from a finished log (or a rehearsal's) arrive all at once."""
 
 from __future__ import annotations
 
-import time
+import math
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
+
+_PACE_STEPS = 5
+"""How many recent steps the pace is averaged over."""
 
 
 @dataclass
 class StepDisplay:
     display: Display
     lines: int = 0
-    _times: list[float] = field(default_factory=list)
+    _seconds: list[float] = field(default_factory=list)
 
     def __call__(self, line: str) -> None:
         from tpu_trainer.frameworks.maxtext_log import StepRecord, parse_line
@@ -23,9 +29,9 @@ class StepDisplay:
         event = parse_line(line)
         if not isinstance(event, StepRecord):
             return
-        self._times.append(time.monotonic())
-        recent = self._times[-6:]
-        span = recent[-1] - recent[0]
-        pace = f", {(len(recent) - 1) / span:.2f} steps/s" if len(recent) > 1 and span > 0 else ""
+        if math.isfinite(event.seconds) and event.seconds > 0:
+            self._seconds.append(event.seconds)
+        recent = self._seconds[-_PACE_STEPS:]
+        pace = f", {len(recent) / sum(recent):.2f} steps/s" if len(recent) > 1 else ""
         loss = f", loss {event.loss:.3f}" if event.loss is not None else ""
         self.display.info(f"step {event.step}: {event.seconds:.2f} s{loss}{pace}")

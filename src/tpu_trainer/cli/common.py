@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from tpu_trainer.report.model import ReportLang
+
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -71,4 +73,8 @@ ScaleDownOpt = Annotated[
         "shrunk (same family, a few layers, synthetic data, ~1 minute): a smoke test before "
         "using TPUs.",
     ),
+]
+LangOpt = Annotated[
+    ReportLang,
+    typer.Option("--lang", help="Language of the README report's headings: zh (seed) or en."),
 ]

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tpu_trainer.cli.common import JsonOpt
+from tpu_trainer.cli.common import JsonOpt, LangOpt
 from tpu_trainer.errors import InputError
+from tpu_trainer.report.model import ReportLang
+from tpu_trainer.store.db import RunMode
 
 if TYPE_CHECKING:
     from tpu_trainer.store.db import RunRow, RunStore
@@ -43,6 +45,7 @@ def run_summary(store: RunStore, row: RunRow) -> dict[str, Any]:
         "device_type": row.device_type,
         "precision": row.precision,
         "status": row.status.value,
+        "mode": row.mode.value,
         "zone": row.zone,
         "created": datetime.fromtimestamp(row.created_at).isoformat(timespec="seconds"),
         **{k: metrics.get(k) for k in _SUMMARY_KEYS},
@@ -80,7 +83,9 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
     console = Console()
     console.print(
         f"[bold]run {row.id}[/]: {row.model} on {row.device_type} ({row.precision}), "
-        f"{row.status.value}" + (f" — {row.error}" if row.error else "")
+        f"{row.status.value}"
+        + (", a rehearsal on the fake cloud" if row.mode is RunMode.REHEARSAL else "")
+        + (f" — {row.error}" if row.error else "")
     )
     for title, rows in (
         ("stages", data["stages"]),
@@ -148,21 +153,24 @@ def _fmt(value: object) -> str:
 
 def report(
     run_id: RunArg,
-    lang: Annotated[str, typer.Option("--lang", help="zh (the seed's headings) or en.")] = "zh",
+    lang: LangOpt = ReportLang.ZH,
+    to_recipe: Annotated[
+        bool,
+        typer.Option(
+            "--to-recipe",
+            help="Write a rehearsal's report into the recipes tree (marked as a rehearsal) "
+            "instead of beside the run store.",
+        ),
+    ] = False,
 ) -> None:
     """Write (again) a run's section into its model's README; a run is never added twice."""
-    from tpu_trainer.app.results import report_from_json, write_report
+    from tpu_trainer.app.results import write_stored_report
 
-    store = _store()
-    row = _run(store, run_id)
-    stored = (store.metrics(row.id) or {}).get("report")
-    if not stored:
-        raise InputError(
-            f"run {row.id} has no report (no steady-state steps were recorded)",
-            fix="`tpu-trainer show RUN` shows how far it got",
-        )
-    report_, model_dir = report_from_json(stored)
-    readme, plots, changed = write_report(report_, model_dir, lang)
+    readme, plots, changed, why = write_stored_report(
+        _store(), run_id, lang.value, to_recipe=to_recipe
+    )
+    if why:
+        typer.echo(f"report: {why}")
     typer.echo(
         f"{'updated' if changed else 'already has this run:'} {readme} (+{len(plots)} plots)"
     )

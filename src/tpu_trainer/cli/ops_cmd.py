@@ -230,7 +230,8 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
     from rich.table import Table
 
     table = Table(title=f"runs ({store.path})")
-    for col in ("id", "created", "model", "device type", "precision", "status", "live resources"):
+    columns = ("id", "created", "model", "device type", "precision", "status", "mode")
+    for col in (*columns, "live resources"):
         table.add_column(col)
     for d in data:
         table.add_row(
@@ -240,6 +241,7 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
             str(d["device_type"]),
             str(d["precision"]),
             str(d["status"]),
+            str(d["mode"]),
             str(d["live_resources"]),
         )
     Console().print(table)

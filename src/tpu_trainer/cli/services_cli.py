@@ -10,7 +10,7 @@ from tpu_trainer.app.services import Services, recording_services
 from tpu_trainer.cli.console import RichDisplay
 from tpu_trainer.config.load import load_config
 from tpu_trainer.config.model import Config
-from tpu_trainer.store.db import RunStore, default_path
+from tpu_trainer.store.db import RunMode, RunStore, default_path
 
 
 @dataclass
@@ -20,21 +20,23 @@ class Setup:
     rehearsal_dir: Path | None
 
 
-def open_store() -> RunStore:
-    return RunStore(default_path())
+def open_store(mode: RunMode = RunMode.REAL) -> RunStore:
+    """The run store; the runs it creates are of ``mode`` (real, or rehearsals)."""
+    return RunStore(default_path(), mode)
 
 
 def build(config_path: Path | None, rehearse: Path | None, *, fresh: bool = False) -> Setup:
     """Services against the real cloud, or against the fake cloud of a rehearsal scenario."""
     display = RichDisplay()
-    store = open_store()
+    store = open_store(RunMode.REAL if rehearse is None else RunMode.REHEARSAL)
     if rehearse is None:
         config = load_config(config_path, require=True)
         assert config is not None  # noqa: S101 (require=True never returns None)
         return Setup(recording_services(store, display, config.project_id), config, None)
-    from tpu_trainer.fakecloud.rehearsal import prepare
+    from tpu_trainer.fakecloud.rehearsal import prepare, reservation_notice
 
     user_config = load_config(config_path, require=False)
     config, env, workdir = prepare(rehearse, user_config, dict(os.environ), fresh=fresh)
     display.info(f"rehearsal: fake cloud from {rehearse} (state in {workdir})")
+    display.info(reservation_notice(config, user_config))
     return Setup(recording_services(store, display, config.project_id, env), config, workdir)

@@ -13,6 +13,7 @@ from tpu_trainer.cli.common import (
     Backend,
     BackendOpt,
     ConfigOpt,
+    LangOpt,
     PrecisionOpt,
     RehearseOpt,
     RequestArg,
@@ -21,6 +22,7 @@ from tpu_trainer.cli.common import (
     TopologyOpt,
     VariantOpt,
 )
+from tpu_trainer.report.model import ReportLang
 
 if TYPE_CHECKING:
     from tpu_trainer.app.gke_run import RunOutcome
@@ -50,11 +52,12 @@ def train(
     rehearse: RehearseOpt = None,
     wait_timeout: WaitOpt = 24 * 3600,
     poll: PollOpt = 30.0,
-    lang: Annotated[str, typer.Option("--lang", help="README headings: zh (seed) or en.")] = "zh",
+    lang: LangOpt = ReportLang.ZH,
     backend: BackendOpt = None,
     scale_down: ScaleDownOpt = False,
     skip_checks: SkipChecksOpt = False,
     ray_image: RayImageOpt = None,
+    report_to_recipe: ReportToRecipeOpt = False,
 ) -> None:
     """Provision, submit, follow and always clean up one training run (or run it on this
     machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
@@ -76,6 +79,12 @@ def train(
             "--rehearse rehearses a run on GKE; --backend local and --scale-down run here",
             fix="drop --rehearse to run on this machine, or drop --backend local/--scale-down",
         )
+    if report_to_recipe and rehearse is None:
+        raise InputError(
+            "--report-to-recipe is for rehearsals: a real run's report always goes into the "
+            "model's folder of the recipes tree",
+            fix="drop --report-to-recipe, or add --rehearse SCENARIO.yaml",
+        )
     if backend is Backend.KUBERAY and (rehearse is not None or not ray_image):
         raise InputError(
             "--backend kuberay needs --ray-image (an image with Ray and MaxText) and a real "
@@ -96,7 +105,10 @@ def train(
         preflight_gate(plan_for_zone(None), request)
     label = request + (f" --rehearse {rehearse}" if rehearse else "")
     if backend is Backend.TPU_VM:
-        _finish(_train_on_tpu_vm(setup, plan_for_zone(None), label, lang, poll))
+        vm_outcome = _train_on_tpu_vm(setup, plan_for_zone(None), label, lang, poll)
+        if report_to_recipe:
+            _report_to_recipe(vm_outcome.run_id, lang)
+        _finish(vm_outcome)
         return
     if backend is Backend.KUBERAY:
         _finish(_train_on_kuberay(setup, plan_for_zone(None), label, lang, ray_image or ""))
@@ -110,9 +122,34 @@ def train(
         poll_seconds=poll,
         lang=lang,
     )
-    _finish(run.start())
+    outcome = run.start()
+    if report_to_recipe:
+        _report_to_recipe(outcome.run_id, lang)
+    _finish(outcome)
 
 
+def _report_to_recipe(run_id: str, lang: str) -> None:
+    """Write a rehearsal's report into the recipes tree as well (marked as a rehearsal)."""
+    from tpu_trainer.app.results import write_stored_report
+    from tpu_trainer.cli.services_cli import open_store
+    from tpu_trainer.errors import TpuTrainerError
+
+    try:
+        readme, plots, _, _ = write_stored_report(open_store(), run_id, lang, to_recipe=True)
+    except TpuTrainerError as exc:
+        typer.echo(f"report not written into the recipes tree: {exc.message} — {exc.fix}", err=True)
+        return
+    typer.echo(f"rehearsal report (marked as such) in {readme} (+{len(plots)} plots)")
+
+
+ReportToRecipeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--report-to-recipe",
+        help="With --rehearse: write the run's README report into the recipes tree too, marked "
+        "as a rehearsal (by default it stays beside the run store).",
+    ),
+]
 RayImageOpt = Annotated[
     str | None,
     typer.Option("--ray-image", help="With --backend kuberay: the image with Ray and MaxText."),
@@ -254,7 +291,7 @@ def resume(
     rehearse: RehearseOpt = None,
     wait_timeout: WaitOpt = 24 * 3600,
     poll: PollOpt = 30.0,
-    lang: Annotated[str, typer.Option("--lang", help="README headings: zh (seed) or en.")] = "zh",
+    lang: LangOpt = ReportLang.ZH,
 ) -> None:
     """Follow a crashed run's workload again, then collect, report and clean up as usual."""
     from datetime import datetime

@@ -13,11 +13,39 @@ from tpu_trainer.fakecloud.state import init_state
 from tpu_trainer.infra.tool_env import cache_dir
 
 
+def _reservation_order(scenario: Scenario, user: Config | None) -> list[str]:
+    """The scenario's reservations, those the configuration names first and in its order."""
+    names = [r.name for r in scenario.reservations]
+    wanted = [r.name for r in user.reservations] if user is not None else []
+    first = [n for n in dict.fromkeys(wanted) if n in names]
+    return [*first, *(n for n in names if n not in first)]
+
+
+def reservation_notice(config: Config, user: Config | None) -> str:
+    """What a rehearsal tries, in which order, and how that relates to the configuration."""
+    used = [r.name for r in config.reservations]
+    shown = ", ".join(used) or "none"
+    wanted = [r.name for r in user.reservations] if user is not None else []
+    if not wanted:
+        return f"rehearsal: reservations from the scenario, in its order: {shown}"
+    missing = [n for n in wanted if n not in used]
+    if len(missing) == len(wanted):
+        return (
+            f"rehearsal: none of the configuration's reservations ({', '.join(wanted)}) is in "
+            f"the scenario; trying the scenario's instead, in its order: {shown}"
+        )
+    text = f"rehearsal: reservations in the configuration's order, then the scenario's: {shown}"
+    return text + (f" (not in the scenario: {', '.join(missing)})" if missing else "")
+
+
 def rehearsal_config(scenario: Scenario, source: str, user: Config | None) -> Config:
     """The configuration of a rehearsal: where to run comes from the scenario (the fake cloud
-    knows nothing else); the rest (image, output, recipes path) from the user's configuration."""
+    knows nothing else), its reservations tried in the configuration's order where it names
+    them; the rest (image, output, recipes path) from the user's configuration."""
+    order = _reservation_order(scenario, user)
+    zones = {r.name: r.zone for r in scenario.reservations}
     first_zone = next(
-        (r.zone for r in scenario.reservations),
+        (zones[n] for n in order),
         next(
             (p.zone for p in scenario.node_pools),
             next(iter(scenario.tpu_vm.zones), f"{scenario.region}-a"),
@@ -27,7 +55,7 @@ def rehearsal_config(scenario: Scenario, source: str, user: Config | None) -> Co
     base = Config(
         project_id=scenario.project,
         cluster_name=scenario.cluster.name,
-        reservations=tuple(Reservation(r.name) for r in scenario.reservations),
+        reservations=tuple(Reservation(n) for n in order),
         default_zone=first_zone,
         region=scenario.region,
         base_output_dir="gs://rehearsal-bucket/runs",

@@ -6,11 +6,29 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
 
 
 def _not_found(result: CommandResult) -> bool:
     return "NotFound" in result.stderr or "not found" in result.stderr
+
+
+def _json_object(result: CommandResult) -> dict[str, Any]:
+    """The JSON object ``result`` printed; a clear error naming the command otherwise."""
+    try:
+        obj = json.loads(result.stdout)
+    except ValueError as exc:
+        problem = f"output that is not JSON ({exc})"
+    else:
+        if isinstance(obj, dict):
+            return obj
+        problem = f"JSON that is not an object ({type(obj).__name__})"
+    raise TpuTrainerError(
+        f"`{' '.join(result.argv)}` printed {problem}: {result.stdout[:200]!r}",
+        fix="run the command yourself to see what it prints; check that kubectl and its "
+        "context are working",
+    )
 
 
 @dataclass
@@ -30,8 +48,7 @@ class Kubectl:
             raise CommandFailed(
                 r, fix="check `kubectl config current-context` points at the cluster"
             )
-        obj: dict[str, Any] = json.loads(r.stdout)
-        return obj
+        return _json_object(r)
 
     def list_objects(
         self, kind: str, *, selector: str | None = None, namespace: str | None = None
@@ -44,7 +61,12 @@ class Kubectl:
         r = self.runner.run(self._argv(*args), timeout=120)
         if not r.ok:
             raise CommandFailed(r)
-        items: list[dict[str, Any]] = json.loads(r.stdout).get("items", [])
+        items = _json_object(r).get("items", [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise TpuTrainerError(
+                f"`{' '.join(r.argv)}` printed JSON whose items are not a list of objects",
+                fix="run the command yourself to see what it prints",
+            )
         return items
 
     def apply(self, obj: dict[str, Any]) -> CommandResult:

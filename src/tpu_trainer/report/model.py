@@ -11,11 +11,29 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date as _date
+from enum import StrEnum
 
 from tpu_trainer.errors import InputError
 
 _RUN_ID = re.compile(r"[A-Za-z0-9]+(?:[._:-][A-Za-z0-9]+)*")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class ReportLang(StrEnum):
+    """The languages of the README's headings (``--lang``)."""
+
+    ZH = "zh"
+    EN = "en"
+
+
+class Outcome(StrEnum):
+    """How the run ended, as its README row and section say it."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed out"
+    CANCELLED = "cancelled"
+    UNFINISHED = "unfinished"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +86,10 @@ class RunReport:
     params: str | None = None
     """Total parameter count as people write it, e.g. ``671B``."""
     hardware: str = "TPU v7 (Ironwood)"
+    outcome: Outcome = Outcome.SUCCEEDED
+    """Anything but a success is marked in the row and the section heading."""
+    rehearsal: bool = False
+    """A run on the fake cloud: its numbers are not a measurement, and the README says so."""
 
     def __post_init__(self) -> None:
         if not _RUN_ID.fullmatch(self.run_id):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tpu_trainer.errors import InputError
 from tpu_trainer.report.model import RunReport
-from tpu_trainer.report.readme import atomic_write_bytes
+from tpu_trainer.report.readme import atomic_write_bytes, check_writable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -73,6 +73,8 @@ def write_plots(run: RunReport, folder: Path) -> list[Path]:
         )
     ]
     paths = plot_paths(run, folder)
+    for path in paths:
+        check_writable(path, run.run_id)
     with style.context("default"):
         for chart, path in zip(charts, paths, strict=True):
             atomic_write_bytes(path, _render(run, chart))

@@ -13,16 +13,23 @@ Rules, in the order they matter:
   included). A file without such a table gets a new results section at the end instead.
 * Each run leaves an invisible marker, ``<!-- tpu-trainer run <run_id> -->``, in its row and
   its section. A run whose marker is already in the file is not added again.
-* The read-modify-write happens under an exclusive lock (``<README>.lock``), and the new text
-  replaces the file atomically, so concurrent writers neither lose nor duplicate runs and a
-  reader never sees half a file.
+* The read-modify-write happens under an exclusive lock, and the new text replaces the file
+  atomically, so concurrent writers neither lose nor duplicate runs and a reader never sees
+  half a file. The lock file lives in the run store's folder (``locks/``), keyed by the
+  README's path, so nothing but the README and its charts is left in the recipes tree.
+* Only a regular file is written: a README that is a symbolic link, a folder or read-only is
+  refused with the reason, and nothing is changed.
+* A run that did not succeed, or that was a rehearsal on the fake cloud, says so in its row
+  and its section heading.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +41,7 @@ from urllib.parse import quote, unquote
 from filelock import FileLock, Timeout
 
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.report.model import RunReport, StepRow
+from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
 
 Lang = Literal["zh", "en"]
 
@@ -51,6 +58,7 @@ def _split(cells: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class _Labels:
+    code: str
     title: str
     overview: str
     overview_rows: str
@@ -68,6 +76,7 @@ class _Labels:
 
 
 _ZH = _Labels(
+    code="zh",
     title="{model} 训练测试记录",
     overview="模型概况",
     overview_rows="项目|值|模型|总参数量|硬件|框架|JAX|Libtpu|XPK",
@@ -83,6 +92,7 @@ _ZH = _Labels(
     no_steps="（没有逐步指标）",
 )
 _EN = _Labels(
+    code="en",
     title="{model} training record",
     overview="Model overview",
     overview_rows="Item|Value|Model|Total parameters|Hardware|Framework|JAX|Libtpu|XPK",
@@ -97,7 +107,24 @@ _EN = _Labels(
     run="Run",
     no_steps="(no per-step metrics)",
 )
-_LABELS: dict[str, _Labels] = {"zh": _ZH, "en": _EN}
+_LABELS: dict[str, _Labels] = {ReportLang.ZH: _ZH, ReportLang.EN: _EN}
+_REHEARSAL = "rehearsal"
+_MARKS: dict[str, dict[str, str]] = {
+    "zh": {
+        Outcome.FAILED: "失败",
+        Outcome.TIMED_OUT: "超时",
+        Outcome.CANCELLED: "已取消",
+        Outcome.UNFINISHED: "未结束",
+        _REHEARSAL: "演练（假云，非实测）",
+    },
+    "en": {
+        Outcome.FAILED: "FAILED",
+        Outcome.TIMED_OUT: "TIMED OUT",
+        Outcome.CANCELLED: "CANCELLED",
+        Outcome.UNFINISHED: "UNFINISHED",
+        _REHEARSAL: "REHEARSAL (fake cloud, not a measurement)",
+    },
+}
 
 
 def _norm(text: str) -> str:
@@ -132,29 +159,89 @@ def update_readme(
     lang: Lang = "zh",
     plots: Sequence[Path] = (),
     lock_timeout: float = 120.0,
+    lock_dir: Path | None = None,
 ) -> bool:
     """Record ``run`` in the README at ``path``, creating it from the template when missing.
 
-    ``plots`` are image files linked (relative to the README) from the run's section.
+    ``plots`` are image files linked (relative to the README) from the run's section. The
+    lock is taken in ``lock_dir`` (default: the run store's ``locks/`` folder).
     Returns False when the run was already recorded (the file is then left untouched).
     """
     if lang not in _LABELS:
-        raise InputError(f"unknown README language {lang!r}", fix="use 'zh' or 'en'")
-    real = path.resolve()
-    if not real.parent.is_dir():
         raise InputError(
-            f"cannot write {path}: folder {real.parent} does not exist",
-            fix="pass the README path inside the model's folder",
+            f"unknown README language {lang!r}", fix=f"use one of: {', '.join(_LABELS)}"
         )
+    check_writable(path, run.run_id)
     links = [_relative_link(p, path) for p in plots]
+    lock = lock_path(path, lock_dir)
     try:
-        with FileLock(f"{real}.lock", timeout=lock_timeout):
-            return _update_locked(real, run, lang, links)
+        with FileLock(lock, timeout=lock_timeout):
+            check_writable(path, run.run_id)
+            return _update_locked(path, run, lang, links)
     except Timeout as exc:
         raise TpuTrainerError(
             f"another process has held the lock on {path} for over {lock_timeout:.0f}s",
-            fix=f"wait for it to finish; if none is running, delete {real}.lock",
+            fix=f"wait for it to finish; if none is running, delete {lock}",
         ) from exc
+    except OSError as exc:
+        raise TpuTrainerError(
+            f"cannot write {path}: {exc.strerror or exc}; it was left as it was",
+            fix=_later(path, run.run_id),
+        ) from exc
+
+
+def _later(path: Path, run_id: str) -> str:
+    return (
+        f"fix {path} (or its folder), then `tpu-trainer report {run_id}` writes the run's "
+        "section; its metrics are in the run store"
+    )
+
+
+def check_writable(path: Path, run_id: str) -> None:
+    """Refuse a target that is a symbolic link, a folder or read-only, or whose folder is
+    missing: the run's text is only ever written into a regular file the user can write."""
+    if path.is_symlink():
+        raise InputError(
+            f"{path} is a symbolic link (to {path.readlink()}); not writing through it",
+            fix=f"replace the link with a regular file, or remove it; {_later(path, run_id)}",
+        )
+    if not path.parent.is_dir():
+        raise InputError(
+            f"cannot write {path}: folder {path.parent} does not exist",
+            fix="pass the README path inside the model's folder",
+        )
+    if path.is_dir():
+        raise InputError(
+            f"{path} is a folder, not a file; not writing the report",
+            fix=f"move the folder away; {_later(path, run_id)}",
+        )
+    if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & _WRITE):
+        raise InputError(
+            f"{path} is read-only; it was not replaced",
+            fix=f"make it writable (chmod u+w {path}); {_later(path, run_id)}",
+        )
+
+
+_WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def lock_path(path: Path, lock_dir: Path | None = None) -> Path:
+    """The lock file serializing writers of the README at ``path``: one per resolved path, in
+    ``lock_dir`` (default: the run store's ``locks/`` folder), never beside the README."""
+    if lock_dir is None:
+        from tpu_trainer.store.db import default_path
+
+        lock_dir = default_path().parent / "locks"
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TpuTrainerError(
+            f"cannot make the lock folder {lock_dir}: {exc.strerror or exc}",
+            fix="make the run store's folder writable, or set TPU_TRAINER_HOME to one that is",
+        ) from exc
+    real = path.parent.resolve() / path.name
+    key = hashlib.sha256(os.fsencode(real)).hexdigest()[:24]
+    return lock_dir / f"readme-{key}.lock"
 
 
 def _update_locked(path: Path, run: RunReport, lang: Lang, links: list[str]) -> bool:
@@ -217,7 +304,7 @@ def _insert_row(
 ) -> str:
     """The lines with the run's row inserted before line ``at`` (a new table if no header)."""
     if header is not None:
-        insert = _row(_run_cells(run, header))
+        insert = _row(_run_cells(run, header, lab))
     else:
         insert = "\n" + _runs_table(run, lab)
         if at < len(lines) and lines[at].strip():
@@ -362,14 +449,23 @@ def _width(text: str) -> int:
 
 def _runs_table(run: RunReport, lab: _Labels) -> str:
     header = _split(lab.runs_header)
-    return _table(header, [_run_cells(run, header)])
+    return _table(header, [_run_cells(run, header, lab)])
 
 
 def _num(value: float, digits: int) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
 
-def _run_cells(run: RunReport, header: Sequence[str]) -> list[str]:
+def _marks(run: RunReport, lab: _Labels) -> str:
+    """What the run was, when it is not a successful measurement ("FAILED · REHEARSAL ...")."""
+    marks = _MARKS[lab.code]
+    found = [marks[run.outcome]] if run.outcome is not Outcome.SUCCEEDED else []
+    return " · ".join([*found, *([marks[_REHEARSAL]] if run.rehearsal else [])])
+
+
+def _run_cells(run: RunReport, header: Sequence[str], lab: _Labels) -> list[str]:
+    marks = _marks(run, lab)
+    note = "; ".join(n for n in (f"**{marks}**" if marks else "", run.note) if n)
     values = {
         "date": run.date,
         "config": _cell(run.config_name),
@@ -379,12 +475,15 @@ def _run_cells(run: RunReport, header: Sequence[str]) -> list[str]:
         "tflops_chip": _num(run.steady_tflops_chip, 1),
         "tokens_chip": _num(run.steady_tokens_chip, 1),
         "loss": _num(run.final_loss, 3),
-        "note": _cell(run.note),
+        "note": _cell(note),
         "topology": _cell(run.topology),
         "chips": str(run.chips),
         "run_id": run.run_id,
     }
-    cells = [values.get(_COLUMN_ALIASES.get(_norm(h), ""), "") for h in header] or [""]
+    keys = [_COLUMN_ALIASES.get(_norm(h), "") for h in header]
+    cells = [values.get(key, "") for key in keys] or [""]
+    if marks and "note" not in keys:
+        cells[-1] = f"**{marks}** {cells[-1]}".rstrip()
     cells[-1] = f"{cells[-1]} {marker(run.run_id)}".lstrip()
     return cells
 
@@ -403,6 +502,8 @@ def _steps_label(run: RunReport) -> str:
 
 def _section(run: RunReport, lab: _Labels, plot_links: Sequence[str]) -> str:
     heading = lab.log_heading.format(topology=_inline(run.topology), date=run.date)
+    marks = _marks(run, lab)
+    heading += f" — {marks}" if marks else ""
     rows = [_step_cells(s) for s in run.steps]
     steps = _steps_label(run)
     steady = lab.steady.format(steps=steps) if steps else lab.steady.split(" (")[0]

@@ -44,6 +44,12 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class RunMode(StrEnum):
+    REAL = "real"
+    REHEARSAL = "rehearsal"
+    """On the fake cloud (``--rehearse``): its numbers are not a measurement."""
+
+
 LIVE_STATES = (ResourceState.CREATING, ResourceState.CREATED, ResourceState.DELETING)
 
 
@@ -80,6 +86,7 @@ class RunRow:
     finished_at: float | None
     error: str | None
     pools_before: list[str] | None
+    mode: RunMode = RunMode.REAL
 
     def process_alive(self) -> bool:
         """Whether the process that owns this run is still running (on this host)."""
@@ -103,8 +110,10 @@ def default_path(env: dict[str, str] | None = None) -> Path:
 
 
 class RunStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mode: RunMode = RunMode.REAL) -> None:
         self.path = path
+        self.mode = mode
+        """The mode of the runs this store object creates."""
         self._lock = threading.RLock()
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -178,7 +187,7 @@ class RunStore:
             db.execute(
                 "INSERT INTO runs (id, created_at, updated_at, model, request, launcher, "
                 "device_type, precision, status, pid, host, project, cluster, region, zone, "
-                "plan_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "plan_json, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     now,
@@ -196,6 +205,7 @@ class RunStore:
                     region,
                     zone,
                     json.dumps(plan_json) if plan_json is not None else None,
+                    self.mode.value,
                 ),
             )
 
@@ -440,7 +450,7 @@ class RunStore:
 
 _RUN_COLUMNS = (
     "id, model, request, launcher, device_type, precision, status, pid, host, "
-    "project, cluster, region, zone, created_at, finished_at, error, pools_before"
+    "project, cluster, region, zone, created_at, finished_at, error, pools_before, mode"
 )
 _RESOURCE_COLUMNS = "id, run_id, kind, name, project, location, cluster, state, detail"
 
@@ -464,6 +474,7 @@ def _run_row(r: Sequence[Any]) -> RunRow:
         r[14],
         r[15],
         json.loads(r[16]) if r[16] else None,
+        RunMode(r[17] or RunMode.REAL.value),
     )
 
 

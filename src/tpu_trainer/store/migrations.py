@@ -89,4 +89,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE runs ADD COLUMN metrics_json TEXT;
     """,
+    # 3: whether a run was real or a rehearsal on the fake cloud
+    """
+    ALTER TABLE runs ADD COLUMN mode TEXT NOT NULL DEFAULT 'real';
+    """,
 )

@@ -1,0 +1,179 @@
+"""Where a run's README report goes (the model folder, or beside the run store) and what its
+row says about how the run ended."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
+from tpu_trainer.app.display import SilentDisplay
+from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.app.results import Ending, model_folder, record_results, write_stored_report
+from tpu_trainer.app.stages import Stages
+from tpu_trainer.errors import InputError
+from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.store.db import RunMode, RunStatus, RunStore
+
+RECIPE = RECIPES_ROOT / RECIPES["tee-upload"]  # mixtral-moe/4k-fp8-tpu7x-4x4x4, no xpk level
+RUN = "r0001"
+
+
+def _copy(tmp_path: Path, *parts: str) -> Path:
+    """The fixture recipe's folder copied to ``tmp_path/parts``."""
+    folder = tmp_path.joinpath(*parts)
+    shutil.copytree(RECIPE, folder)
+    return folder
+
+
+def _plan(folder: Path) -> Plan:
+    return plan_request(
+        Request(str(folder / "run_recipe.sh"), config_path=CONFIG),
+        PlanOptions(user="t", now=NOW, profiler=None),
+    )
+
+
+def _log(tmp_path: Path, steps: int = 6) -> Path:
+    lines = []
+    for n in range(steps):
+        seconds = 100.0 if n == 0 else 2.5
+        loss = 10.0 - 0.5 * n
+        lines.append(
+            f"completed step: {n}, seconds: {seconds:.3f}, TFLOP/s/device: 700.000, "
+            f"Tokens/s/device: {4096 * 4 / seconds:.3f}, total_weights: {4096 * 4 * 128}, "
+            f"loss: {loss:.3f}"
+        )
+    log = tmp_path / "worker0.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return log
+
+
+def _record(
+    tmp_path: Path,
+    plan: Plan,
+    mode: RunMode = RunMode.REAL,
+    ending: tuple[RunStatus, str | None] = (RunStatus.SUCCEEDED, None),
+    *,
+    in_store: bool = True,
+) -> tuple[RunStore, SilentDisplay, Path | None]:
+    """Record a run that ended as ``ending``: in the store first (as the GKE run does), or
+    passed to record_results (as the local and Ray runs do)."""
+    store = RunStore(tmp_path / "store" / "runs.db", mode)
+    store.create_run(
+        RUN,
+        model=plan.model,
+        request="r",
+        launcher="xpk",
+        device_type=plan.slice.device_type,
+        precision=plan.precision.value,
+        project=None,
+        cluster=None,
+        region=None,
+        zone=None,
+        plan_json=None,
+    )
+    if in_store:
+        store.finish_run(RUN, *ending)
+    display = SilentDisplay()
+    stages = Stages(store, display, RUN)
+    recorded = record_results(
+        stages, plan, _log(tmp_path), "en", ending=None if in_store else Ending(*ending)
+    )
+    assert recorded is not None
+    return store, display, recorded.readme
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_the_model_folder_with_and_without_the_xpk_level(tmp_path: Path) -> None:
+    flat = _copy(tmp_path, "a", "mixtral-moe", "4k-fp8-tpu7x-4x4x4")
+    assert model_folder(_plan(flat)) == tmp_path / "a" / "mixtral-moe"
+    xpk = _copy(tmp_path, "b", "mixtral-moe", "4k-fp8-tpu7x-4x4x4", "xpk")
+    assert model_folder(_plan(xpk)) == tmp_path / "b" / "mixtral-moe"
+    for parts in (("c", "scratch"), ("d", "mixtral-moe", "4k-fp8-tpu7x-4x4x4", "copy")):
+        assert model_folder(_plan(_copy(tmp_path, *parts))) is None
+
+
+def test_a_recipe_outside_the_layout_never_writes_into_the_folder_above(tmp_path: Path) -> None:
+    downloads = tmp_path / "downloads"
+    folder = _copy(tmp_path, "downloads", "scratch")
+    before = _tree(downloads)
+    store, display, readme = _record(tmp_path, _plan(folder))
+    assert readme == tmp_path / "store" / "runs" / RUN / "README.md"
+    assert f"<!-- tpu-trainer run {RUN} -->" in readme.read_text("utf-8")
+    assert len(list(readme.parent.glob(f"*-{RUN}-*.png"))) == 3
+    assert _tree(downloads) == before
+    assert any("not in the tpu-recipes layout" in m for m in display.messages)
+    with pytest.raises(InputError, match="no model folder"):
+        write_stored_report(store, RUN, "en", to_recipe=True)
+
+
+@pytest.mark.parametrize(
+    ("ending", "in_store", "mark"),
+    [
+        ((RunStatus.FAILED, "RESOURCE_EXHAUSTED: out of memory"), True, "FAILED"),
+        ((RunStatus.FAILED, "the workload did not finish within 60 s"), True, "TIMED OUT"),
+        ((RunStatus.CANCELLED, "interrupted"), True, "CANCELLED"),
+        ((RunStatus.FAILED, "MaxText exited with 1"), False, "FAILED"),
+    ],
+)
+def test_a_run_that_did_not_succeed_says_so(
+    tmp_path: Path, ending: tuple[RunStatus, str | None], in_store: bool, mark: str
+) -> None:
+    folder = _copy(tmp_path, "t", "mixtral-moe", "4k-fp8-tpu7x-4x4x4")
+    _, _, readme = _record(tmp_path, _plan(folder), ending=ending, in_store=in_store)
+    assert readme == tmp_path / "t" / "mixtral-moe" / "README.md"
+    (row,) = [
+        line for line in readme.read_text("utf-8").splitlines() if RUN in line and "|" in line
+    ]
+    assert f"**{mark}**" in row
+    assert f"— {mark}" in readme.read_text("utf-8")
+
+
+def test_a_rehearsal_stays_out_of_the_recipes_tree_unless_asked(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    folder = _copy(tmp_path, "t", "mixtral-moe", "4k-fp8-tpu7x-4x4x4")
+    before = _tree(tree)
+    store, display, readme = _record(tmp_path, _plan(folder), RunMode.REHEARSAL)
+    assert readme == tmp_path / "store" / "runs" / RUN / "README.md"
+    assert "REHEARSAL (fake cloud, not a measurement)" in readme.read_text("utf-8")
+    assert _tree(tree) == before
+    assert any("--to-recipe" in m for m in display.messages)
+    row = store.run(RUN)
+    assert row is not None and row.mode is RunMode.REHEARSAL
+
+    written, plots, changed, _ = write_stored_report(store, RUN, "en", to_recipe=True)
+    assert written == tree / "mixtral-moe" / "README.md"
+    assert changed and len(plots) == 3
+    text = written.read_text("utf-8")
+    assert "**REHEARSAL (fake cloud, not a measurement)**" in text
+    assert sorted(set(_tree(tree)) - set(before)) == sorted(
+        ["mixtral-moe/README.md", *(str(p.relative_to(tree)) for p in plots)]
+    )
+
+
+def test_a_read_only_readme_keeps_the_metrics_and_says_how_to_report_later(
+    tmp_path: Path,
+) -> None:
+    folder = _copy(tmp_path, "t", "mixtral-moe", "4k-fp8-tpu7x-4x4x4")
+    readme = tmp_path / "t" / "mixtral-moe" / "README.md"
+    readme.write_text("# mine\n", encoding="utf-8")
+    readme.chmod(0o444)
+    store, display, written = _record(tmp_path, _plan(folder))
+    assert written is None
+    assert readme.read_text("utf-8") == "# mine\n"
+    warning = next(m for m in display.messages if m.startswith("warning: README not written"))
+    assert "read-only" in warning and f"tpu-trainer report {RUN}" in warning
+    assert len(store.steps(RUN)) == 6
+    assert (store.metrics(RUN) or {}).get("report")
+    assert ("report", "failed") in [(n, s) for n, s, *_ in store.stages(RUN)]
+    assert not list(readme.parent.glob("*.png"))
+
+    readme.chmod(0o644)
+    again, _, changed, _ = write_stored_report(store, RUN, "en", to_recipe=False)
+    assert again == readme and changed
+    assert readme.read_text("utf-8").startswith("# mine\n")
