@@ -67,6 +67,7 @@ def wait_running(
     name: str,
     display: Display,
     *,
+    run_id: str,
     poll_seconds: float,
     timeout_s: float,
 ) -> NodePool:
@@ -91,7 +92,7 @@ def wait_running(
         if elapsed > timeout_s:
             raise TpuTrainerError(
                 f"node pool {name} still {pool.status} after {elapsed:.0f} s",
-                fix="CREATE_NODE_POOL cannot be cancelled: wait, then `tpu-trainer cleanup RUN`",
+                fix=f"CREATE_NODE_POOL cannot be cancelled: wait, then `tpu-trainer cleanup {run_id}`",
             )
         display.waiting(f"node pool {name} {pool.status}", elapsed)
         time.sleep(poll_seconds)

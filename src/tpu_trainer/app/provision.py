@@ -401,6 +401,7 @@ class Provisioner:
             self.config,
             name,
             self.display,
+            run_id=self.run_id,
             poll_seconds=self.poll_seconds,
             timeout_s=self.provisioning_timeout_s,
         )
