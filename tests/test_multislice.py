@@ -239,3 +239,27 @@ def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) 
         if p.name != "demo-cluster-np-1"
     ]
     assert prov._usable_existing(only_one) is None
+
+
+def test_the_fake_gcloud_without_an_account_answers_with_gclouds_own_text(tmp_path: Path) -> None:
+    from tpu_trainer.fakecloud.rehearsal import prepare
+
+    _, env, _ = prepare(_scenario(tmp_path, account=None), None, cli_env(tmp_path), fresh=True)
+
+    def gcloud(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["gcloud", *args], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    create = gcloud("container", "node-pools", "create", "p", "--cluster=demo-cluster",
+                    "--location=us-central1")  # fmt: skip
+    assert create.returncode == 1
+    assert create.stderr == (
+        "ERROR: (gcloud.container.node-pools.create) You do not currently have an active account "
+        "selected.\nPlease run:\n\n  $ gcloud auth login\n\nto obtain new credentials.\n\nIf you "
+        "have already logged in with a different account, run:\n\n  $ gcloud config set account "
+        "ACCOUNT\n\nto select an already authenticated account to use.\n"
+    )
+    listed = gcloud("auth", "list", "--format=json")
+    assert (listed.returncode, listed.stdout.strip()) == (0, "[]")
+    assert "No credentialed accounts." in listed.stderr

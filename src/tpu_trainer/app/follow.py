@@ -91,10 +91,11 @@ class Follower:
                 self.display.info(summary.line())
                 return pods, ""
             blocker = self._blocker(raw)
-            blocked_since = None if blocker is None else (blocked_since or now)
-            if blocker is not None and blocked_since is not None:
-                waited = now - blocked_since
-                if waited >= self.schedule_timeout_s:
+            if blocker is None:
+                blocked_since = None
+            else:
+                blocked_since = now if blocked_since is None else blocked_since
+                if now - blocked_since >= self.schedule_timeout_s:
                     return None, (
                         f"{self.workload} was not scheduled within {self.schedule_timeout_s:.0f} "
                         f"s; last reason: {blocker}"
