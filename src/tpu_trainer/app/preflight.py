@@ -13,6 +13,7 @@ from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool
 from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.runner import LOGIN_FIX
 from tpu_trainer.plan.kueue import (
     CLUSTER_QUEUE,
     CONFIGMAP_NAMESPACE,
@@ -316,12 +317,6 @@ def _dcn_product(plan: Plan) -> int:
 
 class NotReadyError(TpuTrainerError):
     """gcloud, the cluster or the cluster's networking cannot run the request: nothing was made."""
-
-
-LOGIN_FIX = (
-    "run `gcloud auth login` (or `gcloud config set account ACCOUNT` to use an account you "
-    "already logged in with), then run the command again"
-)
 
 
 def require_account(gcloud: Gcloud) -> str:

@@ -53,13 +53,14 @@ class CommandFailed(TpuTrainerError):  # noqa: N818 (reads as a sentence: raise 
 
 
 NOT_LOGGED_IN = "You do not currently have an active account selected"
+LOGIN_FIX = (
+    "run `gcloud auth login` (or `gcloud config set account ACCOUNT` to use an account you "
+    "already logged in with), then run the command again"
+)
 
 
 def _known_fix(result: CommandResult) -> str:
-    if NOT_LOGGED_IN in result.text():
-        return "run `gcloud auth login` (or `gcloud config set account ACCOUNT` for an account "
-        "you already logged in with), then run the command again"
-    return ""
+    return LOGIN_FIX if NOT_LOGGED_IN in result.text() else ""
 
 
 def key_lines(text: str, tail: int = 8) -> list[str]:
