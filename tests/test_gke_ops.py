@@ -200,7 +200,8 @@ def test_preflight_reports_then_fixes_kueue_and_policy(tmp_path: Path) -> None:
     assert status["placement-policy"] == "fail" and status["kueue-resourceflavor"] == "fail"
     assert status["node-pool"] == "fail"
     fixed = _cli(env, "preflight", str(recipe), "--rehearse", str(scenario), "--fix", "--json")
-    assert "fixed: placement-policy" in fixed.stdout
+    assert "fixed: placement-policy" in fixed.stderr
+    assert fixed.returncode == 1  # the node pool still fails
     again = _cli(env, "preflight", str(recipe), "--rehearse", str(scenario), "--json")
     status = {c["name"]: c["status"] for c in json.loads(again.stdout)["checks"]}
     for name in (

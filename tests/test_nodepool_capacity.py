@@ -94,6 +94,13 @@ def test_tool_pool_names_are_short_and_map_back_to_their_run() -> None:
     assert run_of_tool_pool("demo-cluster-np-0") is None
 
 
+def test_a_multi_slice_run_names_one_pool_per_slice_all_mapping_back_to_it() -> None:
+    s = Slice.parse("tpu7x-8x8x16")
+    names = [tool_pool_name("0123abcd-rest", s, i, 2) for i in range(2)]
+    assert names == ["tpt-0123abcd-tpu7x-2048-0", "tpt-0123abcd-tpu7x-2048-1"]
+    assert all(len(n) <= 40 and run_of_tool_pool(n) == "0123abcd" for n in names)
+
+
 def test_pool_matching_needs_machine_type_hosts_and_policy() -> None:
     s = Slice.parse("tpu7x-4x4x8")
     allowed = machine_types(s, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from conftest import CONFIG, RECIPES, plan_for
@@ -106,3 +107,20 @@ def test_preflight_multislice_dcn_product_must_match_slices() -> None:
     results = {c.name: c for c in multislice_checks(plan, _cluster())}
     assert results["multislice-dcn"].status is Level.FAIL
     assert "dcn_data_parallelism=2" in results["multislice-dcn"].fix
+
+
+def test_two_slices_need_two_running_pools() -> None:
+    second = replace(_pool(), name="demo-cluster-np-1")
+    one = _by_name(_ready(2), slices=2)["node-pool"]
+    assert one.status is Level.FAIL
+    assert "1 of 2 RUNNING node pools" in one.message
+    assert "xpk cluster adapt" not in one.fix
+    assert "--num-slices 2" in one.fix and "node-pools create demo-cluster-np-1" in one.fix
+    two = _by_name(_ready(2, pools=[_pool(), second]), slices=2)["node-pool"]
+    assert two.status is Level.PASS
+
+
+def test_unset_dcn_parallelism_spreads_over_the_slices() -> None:
+    plan = plan_for(RECIPES["storage"], num_slices=2)
+    results = {c.name: c for c in multislice_checks(plan, _cluster())}
+    assert results["multislice-dcn"].status is Level.PASS

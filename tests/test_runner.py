@@ -102,3 +102,23 @@ def test_runner_cancel_stops_the_command_with_130() -> None:
     )
     assert r.code == 130
     assert seen == ["go"]
+
+
+def test_a_failed_gcloud_keeps_its_key_lines_and_names_the_login_command() -> None:
+    from tpu_trainer.infra.runner import CommandFailed, CommandResult
+
+    stderr = (
+        "ERROR: (gcloud.container.node-pools.create) You do not currently have an active "
+        "account selected.\nPlease run:\n\n  $ gcloud auth login\n\nto obtain new credentials."
+        "\n\nIf you have already logged in with a different account, run:\n\n  $ gcloud "
+        "config set account ACCOUNT\n\nto select an already authenticated account to use.\n"
+    )
+    result = CommandResult(
+        ("gcloud", "beta", "container", "node-pools", "create"), 1, "", stderr, 1
+    )
+    error = CommandFailed(result)
+    assert "You do not currently have an active account selected." in error.message
+    assert "to select an already authenticated account to use." in error.message
+    assert " | " not in error.message and "\n\n" not in error.message
+    assert "gcloud auth login" in error.fix
+    assert "RUN" not in error.fix

@@ -12,13 +12,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.redact import Redactor
-from tpu_trainer.infra.runner import CommandRunner
+from tpu_trainer.infra.runner import CommandFailed, CommandRunner
 from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
 from tpu_trainer.plan.pods import JOBSET_LABEL, PodView, ordered, summarize
+from tpu_trainer.plan.scheduling import first_unscheduled, kueue_reason, workload_of
+
+KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
 
 LineHandler = Callable[[str], None]
 _OTHER_HOSTS_TAIL = 400
@@ -49,11 +53,14 @@ class Follower:
     on_line: LineHandler
     poll_seconds: float = 15.0
     start_timeout_s: float = 6 * 3600.0
+    schedule_timeout_s: float = 1800.0
+    """How long the pods may stay unscheduled (not admitted by Kueue, or not placed)."""
+    namespace: str = "default"
 
     def run(self) -> FollowResult:
-        pods = self._wait_started()
+        pods, why = self._wait_started()
         if pods is None:
-            return FollowResult(False, None, message="pods did not start in time")
+            return FollowResult(False, None, message=why)
         if not pods:
             return FollowResult(False, None, message="the workload has no pods")
         worker0 = pods[0]
@@ -64,27 +71,60 @@ class Follower:
         return FollowResult(True, code, fatal, self._pods() or pods)
 
     # ---- pods -------------------------------------------------------------------------
-    def _pods(self) -> list[PodView]:
-        return ordered(
-            self.kubectl.list_objects("pods", selector=f"{JOBSET_LABEL}={self.workload}")
-        )
+    def _raw_pods(self) -> list[dict[str, Any]]:
+        return self.kubectl.list_objects("pods", selector=f"{JOBSET_LABEL}={self.workload}")
 
-    def _wait_started(self) -> list[PodView] | None:
+    def _pods(self) -> list[PodView]:
+        return ordered(self._raw_pods())
+
+    def _wait_started(self) -> tuple[list[PodView] | None, str]:
+        """Wait until every pod runs. Gives up after ``start_timeout_s``, or sooner when the
+        pods stay unscheduled (Kueue or the scheduler) for ``schedule_timeout_s``: then the
+        message carries the last reason given."""
         started = time.monotonic()
-        while time.monotonic() - started < self.start_timeout_s:
-            pods = self._pods()
+        blocked_since: float | None = None
+        while (now := time.monotonic()) - started < self.start_timeout_s:
+            raw = self._raw_pods()
+            pods = ordered(raw)
             summary = summarize(pods, self.expected_pods)
             if summary.all_started or summary.finished:
                 self.display.info(summary.line())
-                return pods
-            self.display.waiting(
-                summary.line() if pods else self._not_admitted(), time.monotonic() - started
-            )
+                return pods, ""
+            blocker = self._blocker(raw)
+            if blocker is None:
+                blocked_since = None
+            else:
+                blocked_since = now if blocked_since is None else blocked_since
+                if now - blocked_since >= self.schedule_timeout_s:
+                    return None, (
+                        f"{self.workload} was not scheduled within {self.schedule_timeout_s:.0f} "
+                        f"s; last reason: {blocker}"
+                    )
+            self.display.waiting(blocker or summary.line(), now - started)
             time.sleep(self.poll_seconds)
-        return None
+        return None, f"pods did not start within {self.start_timeout_s:.0f} s"
+
+    def _blocker(self, raw: list[dict[str, Any]]) -> str | None:
+        """Why the pods are not placed yet: Kueue's reason while there are none, else the
+        scheduler's for the first pod it cannot place; None while they are on their way."""
+        if not raw:
+            return self._not_admitted()
+        found = first_unscheduled(raw)
+        if found is None:
+            return None
+        pod, reason = found
+        return f"the scheduler cannot place {pod}: {reason}"
 
     def _not_admitted(self) -> str:
-        """Why there are no pods yet: Kueue keeps the JobSet suspended (with its reason)."""
+        """Why there are no pods yet: Kueue's reason on its Workload object, else the JobSet's
+        suspension."""
+        try:
+            workloads = self.kubectl.list_objects(KUEUE_WORKLOADS, namespace=self.namespace)
+        except CommandFailed:  # no Kueue API to ask: the JobSet still says it is suspended
+            workloads = []
+        reason = kueue_reason(workload_of(self.workload, workloads))
+        if reason is not None:
+            return f"Kueue has not admitted {self.workload}: {reason}"
         jobset = self.kubectl.get("jobset", self.workload)
         for cond in ((jobset or {}).get("status") or {}).get("conditions") or []:
             if cond.get("type") == "Suspended" and cond.get("status") == "True":

@@ -50,6 +50,8 @@ class GkeRun:
     plan_for_zone: PlanForZone
     request: str
     wait_timeout_s: int = 24 * 3600
+    schedule_timeout_s: int = 1800
+    """How long the pods may stay unscheduled (Kueue or the scheduler) before the run fails."""
     poll_seconds: float = 30.0
     run_id: str = field(default_factory=new_run_id)
     _steps: StepDisplay | None = None
@@ -142,6 +144,11 @@ class GkeRun:
         self._stages.done(name, status, detail)
 
     def _body(self, plan: Plan, outcome: RunOutcome) -> None:
+        self._stage("prerequisites")
+        from tpu_trainer.app.preflight import before_create
+
+        before_create(plan, self.config, self.svc.gcloud)
+        self._done("prerequisites")
         self._stage("provision")
         prov = Provisioner(
             self.svc.gcloud,
@@ -161,7 +168,7 @@ class GkeRun:
             outcome.attempts = prov.attempts
         outcome.zone, outcome.pool = made.zone, made.pool
         self.svc.store.update_run(self.run_id, zone=made.zone)
-        self._done("provision", detail=f"{made.pool} in {made.zone}")
+        self._done("provision", detail=f"{', '.join(made.pools)} in {made.zone}")
 
         self._stage("configure")
         fixed = kueue_setup.ensure(
@@ -230,8 +237,15 @@ class GkeRun:
             on_line=self.on_log_line,
             poll_seconds=self.poll_seconds,
             start_timeout_s=self.wait_timeout_s,
+            schedule_timeout_s=self.schedule_timeout_s,
         )
         followed = follower.run()
+        if not followed.started and not followed.fatal:
+            message = followed.message or "the workload's pods did not start"
+            self._done("follow", "failed", message)
+            self.svc.store.finish_run(self.run_id, RunStatus.FAILED, message[:2000])
+            self.svc.display.warn(message)
+            return
         if followed.fatal:
             first = followed.fatal[0]
             message = f"{first.title}: {first.excerpt} — fix: {first.fix}"

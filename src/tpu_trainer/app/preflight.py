@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -9,8 +10,10 @@ from typing import Any
 
 from tpu_trainer.app.provision import matching_pools
 from tpu_trainer.config.model import Config
+from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool
 from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.runner import LOGIN_FIX
 from tpu_trainer.plan.kueue import (
     CLUSTER_QUEUE,
     CONFIGMAP_NAMESPACE,
@@ -18,6 +21,12 @@ from tpu_trainer.plan.kueue import (
     Finding,
     configmap_name,
     kueue_findings,
+)
+from tpu_trainer.plan.nodepool import (
+    NodePoolRequest,
+    gcloud_create_argv,
+    machine_types,
+    xpk_pool_names,
 )
 from tpu_trainer.plan.plan import Level, Plan
 
@@ -145,24 +154,25 @@ def _policy_check(plan: Plan, config: Config, seen: Observed) -> Check:
 
 
 def _pool_checks(plan: Plan, config: Config, seen: Observed) -> list[Check]:
+    n = plan.num_slices
     matching = matching_pools(seen.pools, plan.slice, config.machine_type)
     running = [p for p in matching if p.status == "RUNNING"]
-    if running:
-        pool = running[0]
+    if len(running) >= n:
+        shown = ", ".join(p.name for p in running[:n])
         pool_check = Check(
             "node-pool",
             Level.PASS,
-            f"node pool {pool.name} is RUNNING ({pool.node_count} × {pool.machine_type})",
+            f"node pool{'s' if n > 1 else ''} {shown} RUNNING "
+            f"({running[0].node_count} × {running[0].machine_type} each)",
         )
     else:
         states = ", ".join(f"{p.name} {p.status}" for p in matching) or "none"
         pool_check = Check(
             "node-pool",
             Level.FAIL,
-            f"no RUNNING node pool for {plan.slice} (matching pools: {states})",
-            f"tpu-trainer train {plan.model} creates one from the reservations, or "
-            f"`xpk cluster adapt --cluster={config.cluster_name} "
-            f"--tpu-type={plan.slice.device_type} --reservation=<name>`",
+            f"{len(running)} of {n} RUNNING node pools for {plan.slice} (one per slice; "
+            f"matching pools: {states})",
+            _pool_fix(plan, config, seen),
         )
     zone = plan.value_of("ZONE")
     pool_zone = running[0].zones[0] if running and running[0].zones else None
@@ -173,20 +183,65 @@ def _pool_checks(plan: Plan, config: Config, seen: Observed) -> list[Check]:
     elif pool_zone == zone:
         zone_check = Check("submit-zone", Level.PASS, f"submit zone {zone} is the node pool's zone")
     else:
+        slices = f" --num-slices {n}" if n > 1 else ""
         zone_check = Check(
             "submit-zone",
             Level.FAIL,
             f"the submit script uses zone {zone} but the node pool is in {pool_zone}",
-            f"tpu-trainer scripts {plan.recipe_script.parent} --zone {pool_zone}",
+            f"tpu-trainer scripts {shlex.quote(str(plan.recipe_script.parent))} "
+            f"--zone {pool_zone}{slices}",
         )
     return [pool_check, zone_check]
+
+
+def _pool_fix(plan: Plan, config: Config, seen: Observed) -> str:
+    """`tpu-trainer train` (which makes the pools and deletes them after the run), or the
+    gcloud commands that make them for good."""
+    slices = f" --num-slices {plan.num_slices}" if plan.num_slices > 1 else ""
+    train = f"tpu-trainer train {shlex.quote(str(plan.recipe_script.parent))}{slices}"
+    if not config.reservations:
+        return f"`{train}` (after adding `reservations:` to the configuration)"
+    ref = config.reservations[0]
+    names = xpk_pool_names(config.cluster_name, [p.name for p in seen.pools], plan.num_slices)
+    version = seen.cluster.node_version if seen.cluster else "<cluster node version>"
+    commands = [
+        shlex.join(
+            gcloud_create_argv(
+                NodePoolRequest(
+                    name=name,
+                    cluster=config.cluster_name,
+                    project=config.project_id,
+                    region=config.region,
+                    zone=ref.zone or config.default_zone,
+                    reservation=ref.name,
+                    slice=plan.slice,
+                    node_version=version,
+                    machine_type=machine_types(plan.slice, config.machine_type)[0],
+                )
+            )
+        )
+        for name in names
+    ]
+    what = "one pool per slice" if plan.num_slices > 1 else "the pool"
+    return (
+        f"`{train}` makes {what} from the reservations (deleted after the run); to make "
+        "them by hand: " + " && ".join(commands)
+    )
 
 
 def multislice_checks(plan: Plan, cluster: Cluster | None) -> list[Check]:
     """Seed 000's multi-slice (DCN) prerequisites."""
     out: list[Check] = []
     if cluster is None:
-        return [Check("cluster", Level.FAIL, "cluster not found", "check cluster_name and region")]
+        return [
+            Check(
+                "cluster",
+                Level.FAIL,
+                "cluster not found",
+                "set cluster_name and region in the configuration to a cluster that "
+                "`gcloud container clusters list` shows",
+            )
+        ]
     dp = cluster.datapath == "ADVANCED_DATAPATH"
     out.append(
         Check(
@@ -242,7 +297,10 @@ def multislice_checks(plan: Plan, cluster: Cluster | None) -> list[Check]:
 
 
 def _dcn_product(plan: Plan) -> int:
+    """The product of the dcn_*_parallelism arguments; -1 when one is -1 or none is given
+    (MaxText's default dcn_data_parallelism=-1 spreads over every slice)."""
     product = 1
+    given = False
     for text in plan.program_arg_texts:
         key, _, value = text.partition("=")
         if key.startswith("dcn_") and key.endswith("_parallelism"):
@@ -252,5 +310,59 @@ def _dcn_product(plan: Plan) -> int:
                 continue
             if n == -1:
                 return -1
+            given = True
             product *= n
-    return product
+    return product if given else -1
+
+
+class NotReadyError(TpuTrainerError):
+    """gcloud, the cluster or the cluster's networking cannot run the request: nothing was made."""
+
+
+def require_account(gcloud: Gcloud) -> str:
+    """The active gcloud account; stops with the login command when there is none."""
+    account = gcloud.active_account()
+    if account is None:
+        raise NotReadyError(
+            "gcloud has no active account (`gcloud auth list` shows none): every gcloud "
+            "command would fail with 'You do not currently have an active account selected'",
+            fix=LOGIN_FIX,
+        )
+    return account
+
+
+def require_cluster(config: Config, gcloud: Gcloud) -> Cluster:
+    """The configured cluster; stops naming the clusters that do exist when it is not there."""
+    cluster = gcloud.cluster(config.cluster_name, config.region)
+    if cluster is not None:
+        return cluster
+    others = gcloud.cluster_names(config.region)
+    where = f"{config.region} (project {config.project_id})"
+    found = f"clusters there: {', '.join(others)}" if others else "there are no clusters there"
+    raise NotReadyError(
+        f"cluster {config.cluster_name} not found in {where}; {found}",
+        fix=(
+            f"set `cluster_name: {others[0]}` (or the right one) in the configuration"
+            if others
+            else "set cluster_name/region in the configuration to an existing cluster, or "
+            "create one with `xpk cluster create`"
+        ),
+    )
+
+
+def before_create(plan: Plan, config: Config, gcloud: Gcloud) -> Cluster:
+    """What must hold before the first create call: gcloud credentials, the cluster, and for a
+    multi-slice run its prerequisites. Raises :class:`NotReadyError` naming the fix."""
+    require_account(gcloud)
+    cluster = require_cluster(config, gcloud)
+    if plan.num_slices > 1:
+        failed = [c for c in multislice_checks(plan, cluster) if c.status is Level.FAIL]
+        if failed:
+            lines = "\n".join(f"  {c.name}: {c.message}" for c in failed)
+            fixes = "; ".join(dict.fromkeys(c.fix for c in failed if c.fix))
+            raise NotReadyError(
+                f"{config.cluster_name} cannot run {plan.num_slices} slices of {plan.slice} "
+                f"(nothing was created):\n{lines}",
+                fix=fixes,
+            )
+    return cluster

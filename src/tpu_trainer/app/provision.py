@@ -1,13 +1,21 @@
-"""Make the cluster ready for a slice: find or create a RUNNING node pool, from the configured
-reservations in priority order, and return the zone to submit to."""
+"""Make the cluster ready for a run: find or create a RUNNING node pool per slice, from the
+configured reservations in priority order, and return the zone to submit to."""
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.node_pools import (
+    Attempt,
+    CapacityError,
+    PoolInError,
+    Provisioned,
+    last_line,
+    matching_pools,
+    wait_running,
+)
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_already_exists
@@ -19,52 +27,11 @@ from tpu_trainer.plan.nodepool import (
     NodePoolRequest,
     gcloud_create_argv,
     machine_types,
-    pool_matches,
     tool_pool_name,
     xpk_pool_names,
 )
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.db import ResourceState, RunStore
-
-
-def matching_pools(
-    pools: list[NodePool], slice_: Slice, machine_type: str | None
-) -> list[NodePool]:
-    """The pools that can run ``slice_`` (machine type, hosts, topology or workload policy)."""
-    allowed = machine_types(slice_, machine_type)
-    return [
-        p
-        for p in pools
-        if pool_matches(
-            p.machine_type, p.node_count, p.tpu_topology, p.placement_policy, slice_, allowed
-        )
-    ]
-
-
-class CapacityError(TpuTrainerError):
-    """No reservation could give the slice."""
-
-
-class PoolInError(TpuTrainerError):
-    """A node pool went to ERROR while it was being created."""
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    reservation: str
-    zone: str | None
-    status: str | None
-    free_hosts: int | None
-    outcome: str
-    message: str = ""
-
-
-@dataclass
-class Provisioned:
-    pool: str
-    zone: str
-    created: bool
-    attempts: list[Attempt] = field(default_factory=list)
 
 
 @dataclass
@@ -100,15 +67,9 @@ class Provisioner:
         return self._create(pools, cluster.node_version)
 
     def _usable_existing(self, pools: list[NodePool]) -> Provisioned | None:
+        """Matching pools that are RUNNING (or on their way), one per slice, all in one zone."""
+        by_zone: dict[str, list[NodePool]] = {}
         for pool in matching_pools(pools, self.slice, self.config.machine_type):
-            zone = pool.zones[0] if pool.zones else self.config.default_zone
-            if pool.status == "RUNNING":
-                self.display.info(f"node pool {pool.name} ({zone}) already runs {self.slice}")
-                return Provisioned(pool.name, zone, created=False, attempts=self.attempts)
-            if pool.status in ("PROVISIONING", "RECONCILING"):
-                self.display.info(f"node pool {pool.name} is {pool.status}; waiting for it")
-                self._wait_running(pool.name)
-                return Provisioned(pool.name, zone, created=False, attempts=self.attempts)
             if pool.status == "ERROR":
                 self.display.warn(
                     f"node pool {pool.name} matches {self.slice} but is in ERROR; it was not "
@@ -116,7 +77,31 @@ class Provisioner:
                     f"node-pools delete {pool.name} --cluster={self.config.cluster_name} "
                     f"--region={self.config.region} --quiet`)"
                 )
+                continue
+            if pool.status not in ("RUNNING", "PROVISIONING", "RECONCILING"):
+                continue
+            zone = pool.zones[0] if pool.zones else self.config.default_zone
+            group = by_zone.setdefault(zone, [])
+            group.append(pool)
+            if len(group) == self.num_slices:
+                return self._reuse(group, zone)
+        if by_zone:
+            found = ", ".join(p.name for group in by_zone.values() for p in group)
+            self.display.info(
+                f"{self.num_slices} slices need {self.num_slices} matching node pools in one "
+                f"zone; only {found} exist: creating {self.num_slices} new ones"
+            )
         return None
+
+    def _reuse(self, group: list[NodePool], zone: str) -> Provisioned:
+        for pool in group:
+            if pool.status == "RUNNING":
+                self.display.info(f"node pool {pool.name} ({zone}) already runs {self.slice}")
+            else:
+                self.display.info(f"node pool {pool.name} is {pool.status}; waiting for it")
+                self._wait_running(pool.name)
+        names = [p.name for p in group]
+        return Provisioned(names[0], zone, created=False, attempts=self.attempts, pools=names)
 
     # ---- capacity ---------------------------------------------------------------------
     def survey(self) -> list[Choice]:
@@ -224,18 +209,7 @@ class Provisioner:
         the next reservation (capacity or zone errors) instead of creating it with gcloud."""
         names = [p.name for p in pools]
         predicted = xpk_pool_names(self.config.cluster_name, names, self.num_slices)
-        ids = [
-            self.store.resource_intent(
-                self.run_id,
-                kind="nodepool",
-                name=n,
-                project=self.config.project_id,
-                location=self.config.region,
-                cluster=self.config.cluster_name,
-                detail={"zone": zone, "reservation": choice.survey.name, "via": "xpk"},
-            )
-            for n in predicted
-        ]
+        ids = [self._intent(n, zone, choice, "xpk") for n in predicted]
         result = self.xpk.run(
             cluster_adapt_argv(
                 cluster=self.config.cluster_name,
@@ -248,12 +222,16 @@ class Provisioner:
         )
         present = self._settle(ids, predicted)
         if result.ok:
-            if predicted[0] in present:
+            if all(n in present for n in predicted):
                 self._note(
                     choice, Outcome.CREATED, f"with xpk cluster adapt: {', '.join(predicted)}"
                 )
-                self._wait_running(predicted[0])
-                return Provisioned(predicted[0], zone, created=True, attempts=self.attempts), False
+                for name in predicted:
+                    self._wait_running(name)
+                made = Provisioned(
+                    predicted[0], zone, created=True, attempts=self.attempts, pools=predicted
+                )
+                return made, False
             self.display.info(
                 "xpk cluster adapt configured Kueue; it creates no node pool (xpk "
                 "1.x), so gcloud creates it"
@@ -268,11 +246,23 @@ class Provisioner:
             return None, False
         if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
             outcome = Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
-            self._note(choice, outcome, _last_line(result))
+            self._note(choice, outcome, last_line(result))
             return None, True
-        self._note(choice, Outcome.FAILED, _last_line(result))
+        self._note(choice, Outcome.FAILED, last_line(result))
         raise CommandFailed(
             result, fix="see the xpk output above; teardown removes what the run made"
+        )
+
+    def _intent(self, name: str, zone: str, choice: Choice, via: str) -> int:
+        """Record a node pool in the store before the call that creates it."""
+        return self.store.resource_intent(
+            self.run_id,
+            kind="nodepool",
+            name=name,
+            project=self.config.project_id,
+            location=self.config.region,
+            cluster=self.config.cluster_name,
+            detail={"zone": zone, "reservation": choice.survey.name, "via": via},
         )
 
     def _settle(self, ids: list[int], names: list[str]) -> set[str]:
@@ -286,10 +276,6 @@ class Provisioner:
             else:
                 self.store.resource_state(rid, ResourceState.ABSENT)
         return set(present)
-
-    def _mark(self, ids: list[int], state: ResourceState) -> None:
-        for rid in ids:
-            self.store.resource_state(rid, state)
 
     # ---- gcloud fallback --------------------------------------------------------------
     def _ensure_workload_policy(self) -> None:
@@ -312,9 +298,27 @@ class Provisioner:
         self.store.resource_state(rid, ResourceState.CREATED if result.ok else ResourceState.ABSENT)
 
     def _gcloud_create(self, choice: Choice, zone: str, node_version: str) -> Provisioned | None:
+        """One pool per slice from this reservation; if one cannot be made, the ones this run
+        made here are deleted again and the next reservation is tried."""
         self._ensure_workload_policy()
-        name = tool_pool_name(self.run_id, self.slice)
-        req = NodePoolRequest(
+        made: list[tuple[int, str, bool]] = []
+        for index in range(self.num_slices):
+            name = tool_pool_name(self.run_id, self.slice, index, self.num_slices)
+            got = self._create_one(choice, zone, node_version, name)
+            if got is None:
+                for rid, own, _ in made:
+                    self.display.warn(f"deleting {own}: its reservation cannot hold every slice")
+                    self._delete_own(rid, own)
+                return None
+            made.append(got)
+        names = [name for _, name, _ in made]
+        new = [name for _, name, reused in made if not reused]
+        if new:
+            self._note(choice, Outcome.CREATED, f"with gcloud beta: {', '.join(new)}")
+        return Provisioned(names[0], zone, created=True, attempts=self.attempts, pools=names)
+
+    def _request(self, choice: Choice, zone: str, node_version: str, name: str) -> NodePoolRequest:
+        return NodePoolRequest(
             name=name,
             cluster=self.config.cluster_name,
             project=self.config.project_id,
@@ -325,17 +329,16 @@ class Provisioner:
             node_version=node_version,
             machine_type=machine_types(self.slice, self.config.machine_type)[0],
         )
+
+    def _create_one(
+        self, choice: Choice, zone: str, node_version: str, name: str
+    ) -> tuple[int, str, bool] | None:
+        """Record the pool, create it, wait until it runs: (store id, name, whether it existed
+        already); None when the reservation cannot give it (capacity, zone, or ERROR twice)."""
+        argv = gcloud_create_argv(self._request(choice, zone, node_version, name))
         for _ in range(2):
-            rid = self.store.resource_intent(
-                self.run_id,
-                kind="nodepool",
-                name=name,
-                project=self.config.project_id,
-                location=self.config.region,
-                cluster=self.config.cluster_name,
-                detail={"zone": zone, "reservation": choice.survey.name, "via": "gcloud"},
-            )
-            result = self.gcloud.create_node_pool(gcloud_create_argv(req))
+            rid = self._intent(name, zone, choice, "gcloud")
+            result = self.gcloud.create_node_pool(argv)
             if result.ok:
                 self.store.resource_state(rid, ResourceState.CREATED)
                 try:
@@ -345,35 +348,43 @@ class Provisioner:
                     self._delete_own(rid, name)
                     self._note(choice, Outcome.FAILED, f"{name} went to ERROR; deleted")
                     continue
-                self._note(choice, Outcome.CREATED, f"with gcloud beta: {name}")
-                return Provisioned(name, zone, created=True, attempts=self.attempts)
-            existing = self.gcloud.node_pool(self.config.cluster_name, self.config.region, name)
-            if existing is None:
-                self.store.resource_state(rid, ResourceState.ABSENT)
-            else:
-                self.store.resource_state(rid, ResourceState.CREATED, status=existing.status)
-            if existing is not None and existing.status == "ERROR":
-                if is_already_exists(result):
-                    self.display.warn(f"{name} exists in ERROR (an earlier attempt): deleting it")
-                else:
-                    self.display.warn(f"{name} went to ERROR: deleting it (it is this run's)")
-                    self._note(choice, Outcome.FAILED, f"{name} went to ERROR; deleted")
-                self._delete_own(rid, name)
-                continue
-            if is_already_exists(result) and existing is not None:
-                self._note(choice, Outcome.REUSED, f"{name} already exists ({existing.status})")
-                self._wait_running(name)
-                return Provisioned(name, zone, created=True, attempts=self.attempts)
-            failure = classify(result)
-            if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
-                outcome = (
-                    Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
-                )
-                self._note(choice, outcome, _last_line(result))
+                return rid, name, False
+            retry = self._after_failed_create(choice, rid, name, result)
+            if retry is None:
                 return None
-            self._note(choice, Outcome.FAILED, _last_line(result))
-            raise CommandFailed(result)
+            if not retry:
+                return rid, name, True
         return None
+
+    def _after_failed_create(
+        self, choice: Choice, rid: int, name: str, result: CommandResult
+    ) -> bool | None:
+        """A create that did not succeed: True to try again (an ERROR pool was deleted), False
+        when the pool exists after all (409) and runs, None to move to the next reservation."""
+        existing = self.gcloud.node_pool(self.config.cluster_name, self.config.region, name)
+        if existing is None:
+            self.store.resource_state(rid, ResourceState.ABSENT)
+        else:
+            self.store.resource_state(rid, ResourceState.CREATED, status=existing.status)
+        if existing is not None and existing.status == "ERROR":
+            if is_already_exists(result):
+                self.display.warn(f"{name} exists in ERROR (an earlier attempt): deleting it")
+            else:
+                self.display.warn(f"{name} went to ERROR: deleting it (it is this run's)")
+                self._note(choice, Outcome.FAILED, f"{name} went to ERROR; deleted")
+            self._delete_own(rid, name)
+            return True
+        if is_already_exists(result) and existing is not None:
+            self._note(choice, Outcome.REUSED, f"{name} already exists ({existing.status})")
+            self._wait_running(name)
+            return False
+        failure = classify(result)
+        if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
+            outcome = Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
+            self._note(choice, outcome, last_line(result))
+            return None
+        self._note(choice, Outcome.FAILED, last_line(result))
+        raise CommandFailed(result)
 
     def _delete_own(self, rid: int, name: str) -> None:
         self.store.resource_state(rid, ResourceState.DELETING)
@@ -385,33 +396,22 @@ class Provisioner:
 
     # ---- waiting ----------------------------------------------------------------------
     def _wait_running(self, name: str) -> NodePool:
-        """Wait out PROVISIONING (it cannot be cancelled), showing the time waited."""
-        started = time.monotonic()
-        while True:
-            pool = self.gcloud.node_pool(self.config.cluster_name, self.config.region, name)
-            elapsed = time.monotonic() - started
-            if pool is None:
-                raise TpuTrainerError(
-                    f"node pool {name} disappeared while provisioning",
-                    fix="check `gcloud container operations list`",
-                )
-            if pool.status == "RUNNING":
-                self.display.info(f"node pool {name} is RUNNING after {elapsed:.0f} s")
-                return pool
-            if pool.status == "ERROR":
-                raise PoolInError(
-                    f"node pool {name} went to ERROR while provisioning",
-                    fix="teardown deletes it; try another reservation",
-                )
-            if elapsed > self.provisioning_timeout_s:
-                raise TpuTrainerError(
-                    f"node pool {name} still {pool.status} after {elapsed:.0f} s",
-                    fix="CREATE_NODE_POOL cannot be cancelled: wait, then `tpu-trainer cleanup RUN`",
-                )
-            self.display.waiting(f"node pool {name} {pool.status}", elapsed)
-            time.sleep(self.poll_seconds)
+        return wait_running(
+            self.gcloud,
+            self.config,
+            name,
+            self.display,
+            run_id=self.run_id,
+            poll_seconds=self.poll_seconds,
+            timeout_s=self.provisioning_timeout_s,
+        )
 
 
-def _last_line(result: CommandResult) -> str:
-    lines = [line for line in result.text().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else f"exit {result.code}"
+__all__ = [
+    "Attempt",
+    "CapacityError",
+    "PoolInError",
+    "Provisioned",
+    "Provisioner",
+    "matching_pools",
+]

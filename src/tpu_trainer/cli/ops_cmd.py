@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tpu_trainer.cli.common import ConfigOpt, JsonOpt, RehearseOpt, RequestArg
+from tpu_trainer.cli.plan_cmd import SlicesOpt
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Protocol
 
     from tpu_trainer.app.preflight import Check
@@ -37,31 +39,86 @@ def preflight(
     dry_run: DryRunOpt = False,
     rehearse: RehearseOpt = None,
     as_json: JsonOpt = False,
+    num_slices: SlicesOpt = None,
 ) -> None:
-    """The pre-training checklist, run concurrently, with the command that fixes each failure."""
+    """The pre-training checklist, run concurrently, with the command that fixes each failure.
 
+    With --fix, the failures that have a command are fixed and everything is checked again;
+    the exit status is 1 while any check still fails. --fix --dry-run prints the commands (and
+    the manifests they apply) and changes nothing."""
     from tpu_trainer.app import preflight as pf
-    from tpu_trainer.app.kueue_setup import apply_fix
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
     from tpu_trainer.plan.plan import Level, PlanOptions
 
     setup, svc = _services(config, rehearse, dry_run)
-    plan = plan_with_config(
-        Request(request), setup.config, PlanOptions(user=current_user(), now=datetime.now())
-    )
-    results = pf.checks(plan, setup.config, pf.observe(plan, setup.config, svc.gcloud, svc.kubectl))
+    options = PlanOptions(user=current_user(), now=datetime.now(), num_slices=num_slices)
+    plan = plan_with_config(Request(request), setup.config, options)
+    pf.require_account(svc.gcloud)
+
+    def run_checks() -> list[Check]:
+        return pf.checks(
+            plan, setup.config, pf.observe(plan, setup.config, svc.gcloud, svc.kubectl)
+        )
+
+    results = run_checks()
     if fix:
-        for check in results:
-            if check.status is not Level.FAIL or not check.fix_argv:
-                continue
+        say = _sayer(as_json)
+        failing = [c for c in results if c.status is Level.FAIL]
+        if dry_run:
+            _show_fixes(failing, say)
+        elif _apply_fixes(failing, svc, say):
+            results = run_checks()
+            _say_outcome(failing, results, say)
+    _show_checks(results, as_json)
+    if any(c.status is Level.FAIL for c in results):
+        raise typer.Exit(1)
+
+
+def _sayer(as_json: bool) -> Callable[[str], None]:
+    """Progress lines: on stdout, or on stderr when stdout carries JSON."""
+    return lambda line: typer.echo(line, err=as_json)
+
+
+def _show_fixes(failing: list[Check], say: Callable[[str], None]) -> None:
+    """What --fix would run (each manifest in full), without running anything."""
+    for check in failing:
+        if check.fix_argv:
+            say(f"would run ({check.name}): {check.fix}")
+        else:
+            say(f"not fixed automatically ({check.name}): {check.fix or check.message}")
+
+
+def _apply_fixes(failing: list[Check], svc: Services, say: Callable[[str], None]) -> bool:
+    """Run the fix of every failing check that has one; returns whether any ran."""
+    from tpu_trainer.app.kueue_setup import apply_fix
+    from tpu_trainer.errors import TpuTrainerError
+
+    ran = False
+    for check in failing:
+        if not check.fix_argv:
+            say(f"not fixed automatically ({check.name}): {check.fix or check.message}")
+            continue
+        ran = True
+        try:
             if check.finding is not None:
                 apply_fix(check.finding, svc.kubectl, svc.runner)
             else:
                 svc.runner.run(list(check.fix_argv), check=True)
-            typer.echo(f"fixed: {check.name}")
-    _show_checks(results, as_json)
-    if any(c.status is Level.FAIL for c in results) and not fix:
-        raise typer.Exit(1)
+        except TpuTrainerError as e:
+            say(f"fix failed ({check.name}): {e.message}")
+    return ran
+
+
+def _say_outcome(before: list[Check], after: list[Check], say: Callable[[str], None]) -> None:
+    """After fixing, what the second look found for each check that failed."""
+    from tpu_trainer.plan.plan import Level
+
+    now = {c.name: c.status for c in after}
+    for check in before:
+        if not check.fix_argv:
+            continue
+        passed = now.get(check.name, Level.FAIL) is not Level.FAIL
+        say(f"{'fixed' if passed else 'still failing after its fix'}: {check.name}")
 
 
 def _services(config: Path | None, rehearse: Path | None, dry_run: bool) -> tuple[Setup, Services]:

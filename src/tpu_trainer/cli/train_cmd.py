@@ -33,6 +33,15 @@ WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
 ]
 PollOpt = Annotated[float, typer.Option("--poll", help="Seconds between status polls.")]
+ScheduleOpt = Annotated[
+    int,
+    typer.Option(
+        "--schedule-timeout",
+        min=1,
+        help="Seconds the pods may stay unscheduled (Kueue has not admitted the workload, or "
+        "the scheduler cannot place a pod) before the run fails with the last reason given.",
+    ),
+]
 
 
 def train(
@@ -51,6 +60,7 @@ def train(
     num_slices: plan_cmd.SlicesOpt = None,
     rehearse: RehearseOpt = None,
     wait_timeout: WaitOpt = 24 * 3600,
+    schedule_timeout: ScheduleOpt = 1800,
     poll: PollOpt = 30.0,
     lang: LangOpt = ReportLang.ZH,
     backend: BackendOpt = None,
@@ -119,6 +129,7 @@ def train(
         plan_for_zone,
         label,
         wait_timeout_s=wait_timeout,
+        schedule_timeout_s=schedule_timeout,
         poll_seconds=poll,
         lang=lang,
     )

@@ -9,6 +9,8 @@ from typing import Any
 from tpu_trainer.fakecloud import gcloud_compute, tpu_vm
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit, run_tool
 from tpu_trainer.fakecloud.formats import FormatError, matches, render
+from tpu_trainer.fakecloud.gcloud_auth import TREE as ACCOUNT_TREE
+from tpu_trainer.fakecloud.gcloud_auth import with_account
 from tpu_trainer.fakecloud.gcloud_cli import (
     Ctx,
     Tree,
@@ -327,9 +329,13 @@ TREE: Tree = {
 }
 
 
+GCLOUD: Tree = {**with_account(TREE), **ACCOUNT_TREE}
+"""Every command; all but ``auth`` and ``config`` need an active account."""
+
+
 def main(argv: list[str]) -> int:
     """Answer one gcloud command line (without the leading ``gcloud``)."""
-    return run_tool("gcloud", argv, lambda a: resolve(TREE, list(a)))
+    return run_tool("gcloud", argv, lambda a: resolve(GCLOUD, list(a)))
 
 
 if __name__ == "__main__":

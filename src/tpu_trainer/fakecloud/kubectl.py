@@ -19,6 +19,7 @@ from tpu_trainer.fakecloud.kubectl_io import (
     selected,
     selector_terms,
 )
+from tpu_trainer.fakecloud.kueue_workloads import kueue_workload_json
 from tpu_trainer.fakecloud.state import State
 
 _VERBS = ("get", "logs", "apply", "patch", "create", "delete", "config", "version")
@@ -76,6 +77,10 @@ def _objects(
     if kind.kind == "JobSet":
         found = [wls.jobset_json(state, wl) for wl in state["workloads"].values()]
         return selected(found, selector_terms(selector))
+    if kind.kind == "Workload" and namespace in (None, "default"):  # Kueue's, per JobSet
+        found = [kueue_workload_json(state, wl) for wl in state["workloads"].values()]
+        stored = k8s.listed(state, kind, namespace)
+        return selected(stored + found, selector_terms(selector))
     return selected(k8s.listed(state, kind, namespace), selector_terms(selector))
 
 

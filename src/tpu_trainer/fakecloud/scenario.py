@@ -22,6 +22,7 @@ NODE_VERSION = "1.34.1-gke.1829001"
 POOL_STATUSES = ("RUNNING", "PROVISIONING", "RECONCILING", "STOPPING", "ERROR")
 RESERVATION_STATUSES = ("READY", "DEGRADED", "CREATING", "DELETING", "UPDATING")
 CAPACITIES = ("ok", "exhausted")
+DEFAULT_ACCOUNT = "trainer@example.com"
 
 DEFAULT_LOG = """\
 I1122 04:27:31.120000 139872 max_utils.py:273] Num_devices: 8
@@ -100,6 +101,9 @@ class KueueSpec:
     """Data of ``<cluster>-resources-configmap``; None: the map does not exist."""
     local_queue: bool | None = None
     """Whether LocalQueue ``multislice-queue`` exists; None: when ``cluster_queue`` is given."""
+    in_use: Mapping[str, int] | None = None
+    """Flavor name -> ``google.com/tpu`` quota other workloads already hold (Kueue then admits
+    a workload only when the rest of the flavor's quota covers it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,9 @@ class WorkloadSpec:
     """True: the workload never finishes (waiting ends in a timeout, exit 124)."""
     other_hosts_log: str | None = None
     """What the other hosts print (default: one line saying worker 0 logs the metrics)."""
+    tpus_taken: bool = False
+    """Other pods hold the TPUs of every matching node: the scheduler never places the pods
+    (PodScheduled False, ``Insufficient google.com/tpu``)."""
     parallel_containers: bool | None = None
     """Containers per pod: None follows seed 001 (``jax-tpu`` on one host, ``jax-tpu-1`` and
     ``jax-tpu-2`` on multi-host slices); True/False force two/one for TPU v7 4-chip hosts."""
@@ -137,6 +144,9 @@ class Scenario:
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     latencies: Latencies = field(default_factory=Latencies)
     tpu_vm: TpuVmScenario = field(default_factory=TpuVmScenario)
+    account: str | None = DEFAULT_ACCOUNT
+    """gcloud's active account; None: not logged in (every command but ``auth``/``config``
+    fails with gcloud's "You do not currently have an active account selected")."""
 
 
 def _cluster(node: _Node) -> ClusterSpec:
@@ -213,7 +223,7 @@ def _behaviours(node: _Node | None) -> Behaviours:
 def _kueue(node: _Node | None) -> KueueSpec:
     if node is None:
         return KueueSpec()
-    node.only("resource_flavors", "cluster_queue", "configmap", "local_queue")
+    node.only("resource_flavors", "cluster_queue", "configmap", "local_queue", "in_use")
     queue: dict[str, int] | None = None
     cq = node.child("cluster_queue")
     if cq is not None:
@@ -230,7 +240,9 @@ def _kueue(node: _Node | None) -> KueueSpec:
     local = node.data.get("local_queue")
     if local is not None and not isinstance(local, bool):
         raise node.error("local_queue", "expected true, false or null")
-    return KueueSpec(node.names("resource_flavors"), queue, configmap, local)
+    used = node.child("in_use")
+    in_use = None if used is None else {k: used.number(k) for k in used.data}
+    return KueueSpec(node.names("resource_flavors"), queue, configmap, local, in_use)
 
 
 def _workloads(node: _Node | None, base: Path | None) -> WorkloadSpec:
@@ -245,6 +257,7 @@ def _workloads(node: _Node | None, base: Path | None) -> WorkloadSpec:
         "hang",
         "parallel_containers",
         "other_hosts_log",
+        "tpus_taken",
     )
     log = node.data.get("log", DEFAULT_LOG)
     if node.data.get("log_file") is not None:
@@ -267,6 +280,7 @@ def _workloads(node: _Node | None, base: Path | None) -> WorkloadSpec:
         pending_polls=node.number("pending_polls", 0),
         running_polls=node.number("running_polls", 1),
         hang=node.flag("hang"),
+        tpus_taken=node.flag("tpus_taken"),
         parallel_containers=parallel,
         other_hosts_log=_optional_text(node, "other_hosts_log"),
     )
@@ -301,6 +315,7 @@ def parse_scenario(data: object, source: str = "<scenario>", base: Path | None =
         "workloads",
         "latencies",
         "tpu_vm",
+        "account",
     )
     cluster = top.child("cluster")
     if cluster is None and "tpu_vm" in top.data:
@@ -319,10 +334,17 @@ def parse_scenario(data: object, source: str = "<scenario>", base: Path | None =
         workloads=_workloads(top.child("workloads"), base),
         latencies=_latencies(top.child("latencies")),
         tpu_vm=parse_tpu_vm(top.child("tpu_vm"), base),
+        account=_account(top),
     )
     _check_unique(top, "node_pools", [p.name for p in scenario.node_pools])
     _check_unique(top, "reservations", [r.name for r in scenario.reservations])
     return scenario
+
+
+def _account(top: _Node) -> str | None:
+    if "account" not in top.data:
+        return DEFAULT_ACCOUNT
+    return top.maybe_text("account")
 
 
 def _check_unique(top: _Node, key: str, names: list[str]) -> None:

@@ -79,6 +79,7 @@ def initial_state(scenario: Scenario) -> State:
         "version": STATE_VERSION,
         "project": scenario.project,
         "region": scenario.region,
+        "account": scenario.account,
         "cluster": {
             "name": cluster.name,
             "node_version": cluster.node_version,
@@ -104,6 +105,7 @@ def initial_state(scenario: Scenario) -> State:
             for p in scenario.resource_policies
         },
         "k8s": initial_objects(scenario),
+        "kueue_in_use": dict(scenario.kueue.in_use or {}),
         "workloads": {},
         "behaviours": _plain(scenario.behaviours),
         "workload_defaults": _plain(scenario.workloads),

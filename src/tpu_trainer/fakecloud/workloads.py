@@ -35,7 +35,7 @@ def new_workload(
     """A workload record for ``num_slices`` slices of ``s`` (pod name suffixes drawn now)."""
     spec = state["workload_defaults"]
     suffixes = [
-        [_suffix(f"{name}/{state['seq']}/{j}/{i}") for i in range(s.hosts)]
+        [name_suffix(f"{name}/{state['seq']}/{j}/{i}") for i in range(s.hosts)]
         for j in range(num_slices)
     ]
     return {
@@ -60,12 +60,13 @@ def new_workload(
         "pending_polls": int(spec["pending_polls"]),
         "running_polls": int(spec["running_polls"]),
         "hang": bool(spec["hang"]),
+        "tpus_taken": bool(spec.get("tpus_taken")),
         "log": str(spec["log"]),
         "other_hosts_log": spec.get("other_hosts_log"),
     }
 
 
-def _suffix(seed: str) -> str:
+def name_suffix(seed: str) -> str:
     """Five characters of Kubernetes' random-name alphabet (stable for a seed)."""
     digest = hashlib.sha256(seed.encode()).digest()
     return "".join(_SUFFIX_CHARS[b % len(_SUFFIX_CHARS)] for b in digest[:5])
@@ -100,6 +101,12 @@ def kueue_blocker(state: State, wl: dict[str, Any]) -> str | None:
             f"{k8s.TPU_RESOURCE} in flavor {flavor}, request > maximum capacity "
             f"({needed} > {quota})"
         )
+    free = quota - int((state.get("kueue_in_use") or {}).get(flavor, 0))
+    if free < needed:
+        return (
+            f"couldn't assign flavors to pod set slice-job: insufficient unused quota for "
+            f"{k8s.TPU_RESOURCE} in flavor {flavor}, {needed - max(free, 0)} more needed"
+        )
     return None
 
 
@@ -128,6 +135,8 @@ def matching_pools(
 
 
 def schedulable(state: State, wl: dict[str, Any]) -> bool:
+    if wl.get("tpus_taken"):
+        return False
     return len(matching_pools(state, wl)) >= int(wl["num_slices"])
 
 
@@ -209,12 +218,30 @@ def _pod_spec(wl: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_UNSCHEDULABLE = {
-    "type": "PodScheduled",
-    "status": "False",
-    "reason": "Unschedulable",
-    "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
-}
+def _unschedulable(state: State, wl: dict[str, Any]) -> dict[str, Any]:
+    """The scheduler's PodScheduled condition: no matching node, or their TPUs all taken."""
+    nodes = sum(int(p["node_count"]) for p in state["node_pools"].values())
+    matching = sum(int(p["node_count"]) for p in matching_pools(state, wl))
+    if wl.get("tpus_taken") and matching:
+        message = (
+            f"0/{nodes} nodes are available: {matching} Insufficient {k8s.TPU_RESOURCE}, "
+            f"{nodes - matching} node(s) didn't match Pod's node affinity/selector. preemption: "
+            f"0/{nodes} nodes are available: {matching} No preemption victims found for "
+            f"incoming pod, {nodes - matching} Preemption is not helpful for scheduling."
+        )
+    else:
+        message = (
+            f"0/{nodes} nodes are available: {nodes} node(s) didn't match Pod's node "
+            f"affinity/selector. preemption: 0/{nodes} nodes are available: {nodes} "
+            "Preemption is not helpful for scheduling."
+        )
+    return {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": FAKE_NOW,
+    }
 
 
 def pod_json(
@@ -224,7 +251,7 @@ def pod_json(
     spec = _pod_spec(wl)
     status: dict[str, Any] = {"phase": "Pending" if ph == "Unschedulable" else ph}
     if ph == "Unschedulable":
-        status["conditions"] = [dict(_UNSCHEDULABLE)]
+        status["conditions"] = [_unschedulable(state, wl)]
     else:
         pools = matching_pools(state, wl)
         pool = pools[j % len(pools)]["name"] if pools else "np"

@@ -135,7 +135,24 @@ class Gcloud:
     def _run(self, argv: list[str], timeout: float = 300) -> CommandResult:
         return self.runner.run(["gcloud", *argv, f"--project={self.project}"], timeout=timeout)
 
+    # credentials ------------------------------------------------------------------------
+    def active_account(self) -> str | None:
+        """The account gcloud acts as (``gcloud auth list``), or None when none is active."""
+        r = self.runner.run(["gcloud", "auth", "list", "--format=json"], timeout=60)
+        if not r.ok:
+            raise CommandFailed(r, fix="check the gcloud installation (`gcloud --version`)")
+        for entry in _json(r) or []:
+            if entry.get("status") == "ACTIVE" and entry.get("account"):
+                return str(entry["account"])
+        return None
+
     # clusters ---------------------------------------------------------------------------
+    def cluster_names(self, region: str) -> list[str]:
+        r = self._run(["container", "clusters", "list", f"--region={region}", "--format=json"])
+        if not r.ok:
+            raise CommandFailed(r)
+        return [str(c.get("name")) for c in _json(r) or []]
+
     def cluster(self, name: str, region: str) -> Cluster | None:
         r = self._run(
             ["container", "clusters", "describe", name, f"--region={region}", "--format=json"]

@@ -41,12 +41,37 @@ class CommandFailed(TpuTrainerError):  # noqa: N818 (reads as a sentence: raise 
     """A command that had to succeed did not."""
 
     def __init__(self, result: CommandResult, fix: str = "") -> None:
-        tail = result.stderr.strip().splitlines()[-5:] or result.stdout.strip().splitlines()[-5:]
+        shown = key_lines(result.stderr) or key_lines(result.stdout)
         super().__init__(
-            f"`{' '.join(result.argv[:4])} ...` failed (exit {result.code}): " + " | ".join(tail),
-            fix=fix or "see the message above; `tpu-trainer show RUN` lists every command run",
+            f"`{' '.join(result.argv[:4])} ...` failed (exit {result.code}):\n" + "\n".join(shown),
+            fix=fix
+            or _known_fix(result)
+            or "see the message above; `tpu-trainer runs` lists "
+            "the runs and `tpu-trainer show <run id>` every command a run ran",
         )
         self.result = result
+
+
+NOT_LOGGED_IN = "You do not currently have an active account selected"
+LOGIN_FIX = (
+    "run `gcloud auth login` (or `gcloud config set account ACCOUNT` to use an account you "
+    "already logged in with), then run the command again"
+)
+
+
+def _known_fix(result: CommandResult) -> str:
+    return LOGIN_FIX if NOT_LOGGED_IN in result.text() else ""
+
+
+def key_lines(text: str, tail: int = 8) -> list[str]:
+    """The lines that say what went wrong: every ``ERROR:`` line with the lines after it, and
+    the last ``tail`` lines; blank lines dropped, nothing cut out of the middle of a message."""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    keep = set(range(max(0, len(lines) - tail), len(lines)))
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(("ERROR:", "Error:", "error:")):
+            keep.update(range(i, min(len(lines), i + tail)))
+    return [lines[i] for i in sorted(keep)]
 
 
 LineSink = Callable[[str, str], None]

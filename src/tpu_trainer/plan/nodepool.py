@@ -24,9 +24,16 @@ class NodePoolRequest:
     machine_type: str
 
 
-def tool_pool_name(run_id: str, slice_: Slice) -> str:
-    """``tpt-<first 8 of run id>-<device number form>``: ours, unique, at most 40 characters."""
-    return f"{TOOL_POOL_PREFIX}{run_id[:8]}-{slice_.device_type_number}"[:40].rstrip("-")
+def tool_pool_name(run_id: str, slice_: Slice, index: int = 0, num_slices: int = 1) -> str:
+    """``tpt-<first 8 of run id>-<device number form>``: ours, unique, at most 40 characters.
+
+    A multi-slice run has one pool per slice, ``...-<device>-<slice index>`` (as xpk numbers its
+    ``<cluster>-np-<i>`` pools)."""
+    base = f"{TOOL_POOL_PREFIX}{run_id[:8]}-{slice_.device_type_number}"
+    if num_slices <= 1:
+        return base[:40].rstrip("-")
+    tail = f"-{index}"
+    return base[: 40 - len(tail)].rstrip("-") + tail
 
 
 def run_of_tool_pool(name: str) -> str | None:
