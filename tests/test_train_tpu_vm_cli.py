@@ -94,14 +94,17 @@ def test_a_killed_tpu_vm_run_is_cleaned_up_by_cleanup(tmp_path: Path) -> None:
     while time.monotonic() < deadline and run_id is None:
         time.sleep(0.2)
         if db_path.exists():
-            row = (
-                sqlite3.connect(db_path)
-                .execute(
-                    "SELECT r.id FROM runs r JOIN stages s ON s.run_id = r.id "
-                    "WHERE s.name = 'train' AND s.status = 'running'"
+            try:
+                row = (
+                    sqlite3.connect(db_path)
+                    .execute(
+                        "SELECT r.id FROM runs r JOIN stages s ON s.run_id = r.id "
+                        "WHERE s.name = 'train' AND s.status = 'running'"
+                    )
+                    .fetchone()
                 )
-                .fetchone()
-            )
+            except sqlite3.OperationalError:  # the store is still being created
+                row = None
             run_id = row[0] if row else None
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
