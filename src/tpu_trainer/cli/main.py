@@ -96,7 +96,8 @@ def run(argv: list[str] | None = None) -> None:
     except sqlite3.DatabaseError as e:
         if _state["debug"] or "--debug" in args:
             raise
-        from tpu_trainer.store.db import default_path, recovery_fix
+        from tpu_trainer.store.damage import recovery_fix
+        from tpu_trainer.store.db import default_path
 
         path = default_path()
         _error(f"run store {path} cannot be read: {e}", recovery_fix(path))

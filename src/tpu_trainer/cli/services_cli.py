@@ -36,7 +36,7 @@ def open_store() -> RunStore:
 def open_store_for_cleanup(warn: Callable[[str], None]) -> RunStore:
     """The run store, or, when its file is damaged, an in-memory copy of what is readable
     (the damaged file is only read)."""
-    from tpu_trainer.store.db import StoreDamagedError, recovery_fix
+    from tpu_trainer.store.damage import StoreDamagedError, recovery_fix
     from tpu_trainer.store.salvage import salvage
 
     path = default_path()

@@ -22,6 +22,7 @@ from typing import Any
 
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.store.damage import StoreDamagedError, recovery_fix
 from tpu_trainer.store.migrations import MIGRATIONS
 
 _TAIL = 4000
@@ -54,20 +55,6 @@ LIVE_STATES = (
     ResourceState.DELETING,
     ResourceState.MAYBE,
 )
-
-
-class StoreDamagedError(TpuTrainerError):
-    """The store's file is corrupt (``PRAGMA quick_check`` fails)."""
-
-
-def recovery_fix(path: Path) -> str:
-    """How to get a working store back from a damaged one (the damaged file is kept)."""
-    return (
-        f"`tpu-trainer gc` still cleans up from what is readable. To recover the store: "
-        f"`sqlite3 {path} .recover | sqlite3 {path}.recovered`, then "
-        f"`mv {path} {path}.damaged && mv {path}.recovered {path}` "
-        f"(the damaged file stays as {path}.damaged)"
-    )
 
 
 @dataclass(frozen=True, slots=True)
