@@ -159,6 +159,7 @@ def test_dry_runs_of_cleanup_and_gc_change_nothing_in_the_store_or_the_cloud(
     assert clean.returncode == 0 and gc.returncode == 0, clean.stderr + gc.stderr
     assert "would run: gcloud container node-pools delete tpt-0badf00d-tpu7x-128" in gc.stdout
     assert "would delete orphan node pool tpt-0e0e0e0e-tpu7x-128" in gc.stdout
+    assert "would delete orphan node pool tpt-0badf00d-tpu7x-128" not in gc.stdout
     assert "dry run: nothing was deleted and the run store was not changed" in gc.stdout
     assert _dump(db) == rows
     assert sorted(_state(tmp_path)["node_pools"]) == pools

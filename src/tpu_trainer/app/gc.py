@@ -116,7 +116,10 @@ class Cleaner:
             self.result.problems.append(f"could not list node pools: {e.message[-300:]}")
             return
         deleter = PoolDeleter(self.svc.gcloud, self.svc.display, self.poll_seconds)
+        planned = {x for r in self.result.reports.values() for x in r.planned}
         for name in orphan_tool_pools(self.svc.store, [p.name for p in pools]):
+            if f"nodepool {name}" in planned:
+                continue  # a dry run: its run's teardown already prints this delete
             try:
                 done = deleter.delete(cluster, region, name)
             except TpuTrainerError as e:

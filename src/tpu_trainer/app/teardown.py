@@ -82,7 +82,8 @@ class Teardown:
             try:
                 self._delete(res, report)
             except TpuTrainerError as e:
-                self._failed(res, report, e.message.splitlines()[-1][:300])
+                lines = e.message.splitlines() or [type(e).__name__]
+                self._failed(res, report, lines[-1][:300])
         try:
             self._verify(run_id, report)
         except TpuTrainerError as e:
