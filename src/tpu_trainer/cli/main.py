@@ -103,11 +103,19 @@ def run(argv: list[str] | None = None) -> None:
         _error(f"run store {path} cannot be read: {e}", recovery_fix(path))
         sys.exit(1)
     except KeyboardInterrupt:
+        _calm()
         _error("interrupted (Ctrl-C)", "`tpu-trainer runs` shows what each run left")
         sys.exit(130)
     except Interrupted:
+        _calm()
         _error("terminated (SIGTERM)", "`tpu-trainer runs` shows what each run left")
         sys.exit(143)
+
+
+def _calm() -> None:
+    """Everything is torn down by now: a further Ctrl-C or SIGTERM only ends the message."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _error(message: str, fix: str) -> None:

@@ -103,10 +103,9 @@ def run_case(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
     try:
         _wait_for(lambda: _at_stage(reh, case.stage, before), proc, reh.timeout_s)
         for i, sig in enumerate(SIGNALS[case.signal_name]):
-            if i:
-                _wait_for(lambda: any(_TEARDOWN_STARTED in x for x in lines), proc, 60)
-            if proc.poll() is None:
-                proc.send_signal(sig)
+            if i and not _teardown_seen(lines, proc):
+                break  # the run finished its teardown before a second signal could land
+            proc.send_signal(sig)
         out.train_code = proc.wait(timeout=reh.timeout_s)
     finally:
         if proc.poll() is None:
@@ -137,6 +136,16 @@ def _reader(stream: Any, lines: list[str]) -> threading.Thread:
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()
     return thread
+
+
+def _teardown_seen(lines: list[str], proc: subprocess.Popen[str]) -> bool:
+    """Wait until the tool says its teardown started; False if it ended first."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(_TEARDOWN_STARTED in x for x in lines):
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def _wait_for(ready: Callable[[], bool], proc: subprocess.Popen[str], limit: float) -> None:
