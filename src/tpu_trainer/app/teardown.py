@@ -292,6 +292,12 @@ def shielded(
             signal.signal(sig, handler)
 
 
+def _ignore_signals() -> None:
+    """Ctrl-C and SIGTERM do nothing until :func:`shielded` takes them over."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 class RunTeardown(Protocol):
     """Deletes what one run made (each launcher has its own)."""
 
@@ -311,7 +317,10 @@ def teardown_always(
     body did not finish; its own failure never keeps the teardown from running. Signals that
     arrive during the teardown are ignored (see :func:`shielded`)."""
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous: _Handlers = {
+        signal.SIGINT: signal.getsignal(signal.SIGINT),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm),
+    }
     status = RunStatus.FAILED
     error: str | None = None
     report: TeardownReport | None = None
@@ -320,6 +329,7 @@ def teardown_always(
         yield
         status, finished = RunStatus.SUCCEEDED, True
     except (KeyboardInterrupt, Interrupted) as e:
+        _ignore_signals()  # from here on a second signal must not cut the teardown short
         status, error, interrupted = RunStatus.CANCELLED, "interrupted", True
         what = "Ctrl-C" if isinstance(e, KeyboardInterrupt) else "SIGTERM"
         _say(f"{what}: stopping run {run_id} and deleting what it made (Ctrl-C again is ignored)")
@@ -328,7 +338,8 @@ def teardown_always(
         error = str(e)[:2000]
         raise
     finally:
-        with shielded({signal.SIGTERM: previous}):
+        # After an interruption the process is on its way out: later signals stay ignored.
+        with shielded(dict.fromkeys(previous, signal.SIG_IGN) if interrupted else previous):
             try:
                 if not finished and before_teardown is not None:
                     before_teardown()
