@@ -4,6 +4,7 @@ delete, shared workload policies, dry runs, damaged stores, and runs whose proce
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -14,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from conftest import cli_env
+from conftest import RECIPES_ROOT, cli_env
 from test_fakecloud import _create_argv
-from test_gke_ops import POOL, _cli, _dead_run
+from test_gke_ops import POOL, RECIPE, _cli, _dead_run
 from test_gke_ops import _scenario as ops_scenario
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.services import Services, recording_services
 from tpu_trainer.app.teardown import Teardown, TeardownReport, teardown_always
 from tpu_trainer.fakecloud.rehearsal import prepare
-from tpu_trainer.fakecloud.state import read_state
+from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
 POLICY = "tpu7x-128-4x4x4-placement-policy"
@@ -240,11 +241,15 @@ def test_a_damaged_store_is_refused_clearly_and_gc_still_cleans_from_what_is_rea
     svc.store.close()
     db = tmp_path / "store" / "runs.db"
     _damage(db, b"FILLER-11-")
-    for args in (("runs",), ("export", "--format", "json")):
+    recipe = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
+    train = ("train", str(recipe), "--rehearse", str(scenario), "--skip-checks")
+    for args in (("runs",), ("export", "--format", "json"), train):
         proc = _cli(env, *args)
         assert proc.returncode == 1, proc.stdout
         assert "Traceback" not in proc.stderr
         assert "is damaged" in proc.stderr and ".recover" in proc.stderr
+    assert not [c for c in recorded_calls(tmp_path / "rehearsal" / "state.json") if "create" in c]
     gc = _cli(env, "gc", "--rehearse", str(scenario), "--poll", "0.1")
     assert "Traceback" not in gc.stderr, gc.stderr
     assert "working from what is readable" in gc.stderr
