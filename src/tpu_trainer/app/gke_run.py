@@ -121,7 +121,9 @@ class GkeRun:
     def _guarded(self, outcome: RunOutcome, body: Callable[[], None]) -> RunOutcome:
         """Run ``body`` with teardown guaranteed; the outcome carries the stored final status."""
         store = self.svc.store
-        teardown = Teardown(store, self.svc.gcloud, self.svc.xpk, self.svc.display)
+        teardown = Teardown(
+            store, self.svc.gcloud, self.svc.xpk, self.svc.display, poll_seconds=self.poll_seconds
+        )
         try:
             with teardown_always(store, self.run_id, teardown):
                 body()
@@ -216,7 +218,8 @@ class GkeRun:
             ["bash", str(script)], env={"WORKLOAD_NAME": name}, timeout=1800
         )
         if not result.ok:
-            self.svc.store.resource_state(rid, ResourceState.ABSENT)
+            # xpk may fail after the JobSet exists: teardown asks the cluster and deletes it.
+            self.svc.store.resource_state(rid, ResourceState.MAYBE, exit_code=result.code)
             self._done("submit", "failed", result.text()[-500:])
             raise CommandFailed(result, fix=f"see the output of {script}")
         self.svc.store.resource_state(rid, ResourceState.CREATED)

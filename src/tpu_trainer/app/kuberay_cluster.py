@@ -212,23 +212,11 @@ class KubeRayTeardown(Teardown):
         if res.kind not in KINDS:
             super()._delete(res, report)
             return
-        label = f"{res.kind} {res.name}"
-        self.store.resource_state(res.id, ResourceState.DELETING)
+        self._mark_deleting(res)
         namespace = str(res.detail.get("namespace") or res.location or "default")
         context = res.detail.get("context")
         kubectl = Kubectl(self.kubectl.runner, str(context)) if context else self.kubectl
         result = kubectl.runner.run(
             delete_argv(kubectl, res.kind, res.name, namespace), timeout=900
         )
-        text = result.text()
-        if result.ok:
-            self.store.resource_state(res.id, ResourceState.DELETED)
-            report.deleted.append(label)
-            self.display.info(f"deleted {label}")
-        elif "NotFound" in text or "not found" in text:
-            self.store.resource_state(res.id, ResourceState.DELETED, note="already gone")
-            report.already_gone.append(label)
-        else:
-            self.store.resource_state(res.id, ResourceState.CREATED, delete_error=text[-500:])
-            report.failed.append(f"{label}: {text.splitlines()[-1:] or result.code}")
-            self.display.warn(f"could not delete {label}; `tpu-trainer cleanup` will retry")
+        self._settle(res, report, result)

@@ -156,8 +156,8 @@ class Provisioner:
         raise CapacityError(
             f"no reservation could provide {self.slice} x{self.num_slices} "
             f"({self.slice.hosts * self.num_slices} hosts):\n{lines}",
-            fix="add or free a reservation, or wait for capacity and run again; nothing was left "
-            "running",
+            fix="add or free a reservation, or wait for capacity and run again (the teardown "
+            "above says whether anything of this run is left)",
         )
 
     def _try(self, choice: Choice, pools: list[NodePool], node_version: str) -> Provisioned | None:

@@ -28,6 +28,8 @@ class TpuVmTeardown:
     store: RunStore
     cloud: TpuVmCloud
     display: Display
+    dry_run: bool = False
+    """Print the deletes, run none, change nothing in the store."""
 
     def run(self, run_id: str) -> TeardownReport:
         """Delete every live TPU VM and queued resource of ``run_id``, then verify."""
@@ -47,9 +49,12 @@ class TpuVmTeardown:
         if res.kind not in deleter:
             report.failed.append(f"{label}: no way to delete this kind here")
             return
-        self.store.resource_state(res.id, ResourceState.DELETING)
+        if not self.dry_run:
+            self.store.resource_state(res.id, ResourceState.DELETING)
         result = deleter[res.kind]()
-        if result.ok:
+        if not result.ran:
+            report.planned.append(label)
+        elif result.ok:
             self.store.resource_state(res.id, ResourceState.DELETED)
             report.deleted.append(label)
             self.display.info(f"deleted {label}")
@@ -62,9 +67,11 @@ class TpuVmTeardown:
             )
             last = result.text().splitlines()[-1:] or [f"exit {result.code}"]
             report.failed.append(f"{label}: {last[0]}")
-            self.display.warn(f"could not delete {label}; `tpu-trainer cleanup` will retry")
+            self.display.warn(f"could not delete {label}; `tpu-trainer gc` will retry")
 
     def _verify(self, run_id: str, report: TeardownReport) -> None:
+        if self.dry_run:
+            return
         for res in self.store.resources(run_id):
             if res.kind != TPU_VM or res.state is not ResourceState.DELETED:
                 continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import sqlite3
 import sys
 from typing import Annotated
 
@@ -77,18 +79,49 @@ def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turn tool errors into a message and exit code.
 
     Usage errors are Typer's own (exit 2); a :class:`TpuTrainerError` prints its message and the
-    next step, without a traceback unless ``--debug``.
+    next step, without a traceback unless ``--debug``. Ctrl-C exits 130 and SIGTERM 143, each
+    with a line saying so (a run in progress has torn itself down by then).
     """
     args = sys.argv[1:] if argv is None else argv
+    from tpu_trainer.app.interrupt import Interrupted, on_sigterm
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         app(args=args, prog_name="tpu-trainer")
     except TpuTrainerError as e:
         if _state["debug"] or "--debug" in args:
             raise
-        from rich.console import Console
-
-        err = Console(stderr=True, highlight=False, soft_wrap=True)
-        err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True)
-        if e.fix:
-            err.print(f"[bold]next:[/] {escape(e.fix)}", markup=True)
+        _error(e.message, e.fix)
         sys.exit(e.exit_code)
+    except sqlite3.DatabaseError as e:
+        if _state["debug"] or "--debug" in args:
+            raise
+        from tpu_trainer.store.damage import recovery_fix
+        from tpu_trainer.store.db import default_path
+
+        path = default_path()
+        _error(f"run store {path} cannot be read: {e}", recovery_fix(path))
+        sys.exit(1)
+    except KeyboardInterrupt:
+        _calm()
+        _error("interrupted (Ctrl-C)", "`tpu-trainer runs` shows what each run left")
+        sys.exit(130)
+    except Interrupted:
+        _calm()
+        _error("terminated (SIGTERM)", "`tpu-trainer runs` shows what each run left")
+        sys.exit(143)
+
+
+def _calm() -> None:
+    """Everything is torn down by now: a further Ctrl-C or SIGTERM only ends the message."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _error(message: str, fix: str) -> None:
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    if fix:
+        err.print(f"[bold]next:[/] {escape(fix)}", markup=True)

@@ -14,16 +14,12 @@ from tpu_trainer.cli.plan_cmd import SlicesOpt
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Protocol
 
+    from tpu_trainer.app.gc import Cleaner
     from tpu_trainer.app.preflight import Check
-    from tpu_trainer.app.teardown import TeardownReport
-
-    class _Teardown(Protocol):
-        def run(self, run_id: str) -> TeardownReport: ...
-
     from tpu_trainer.app.services import Services
     from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.store.db import RunStore
 
 FixOpt = Annotated[bool, typer.Option("--fix", help="Apply the fixes of failed checks.")]
 DryRunOpt = Annotated[
@@ -121,18 +117,23 @@ def _say_outcome(before: list[Check], after: list[Check], say: Callable[[str], N
         say(f"{'fixed' if passed else 'still failing after its fix'}: {check.name}")
 
 
-def _services(config: Path | None, rehearse: Path | None, dry_run: bool) -> tuple[Setup, Services]:
+def _services(
+    config: Path | None, rehearse: Path | None, dry_run: bool, store: RunStore | None = None
+) -> tuple[Setup, Services]:
     """The configuration and services; with ``dry_run``, commands that would change the cloud
     are printed instead of run (read-only ones still run)."""
     from dataclasses import replace
 
     from tpu_trainer.cli.services_cli import build
-    from tpu_trainer.infra.runner import DryRunRunner
+    from tpu_trainer.infra.runner import DryRunRunner, SubprocessRunner
 
-    setup = build(config, rehearse)
+    setup = build(config, rehearse, store=store)
     svc = setup.services
     if dry_run:
-        svc = replace(svc, runner=DryRunRunner(svc.runner, on_record=_print_argv))
+        inner = svc.runner
+        if isinstance(inner, SubprocessRunner):  # a dry run records nothing in the store
+            inner = replace(inner, recorder=None)
+        svc = replace(svc, runner=DryRunRunner(inner, on_record=_print_argv))
     return setup, svc
 
 
@@ -173,98 +174,88 @@ def _show_checks(results: list[Check], as_json: bool) -> None:
     Console().print(table)
 
 
+PollSecondsOpt = Annotated[
+    float,
+    typer.Option("--poll", help="Seconds between looks while a node pool's create finishes."),
+]
+
+
 def cleanup(
     run_id: Annotated[str, typer.Argument(help="The run to clean up (see `tpu-trainer runs`).")],
     config: ConfigOpt = None,
     dry_run: DryRunOpt = False,
     rehearse: RehearseOpt = None,
+    poll: PollSecondsOpt = 10.0,
 ) -> None:
-    """Delete everything a run created that is still there (after a crash, or a failed teardown)."""
-    _cleanup_runs([run_id], config, dry_run, rehearse)
+    """Delete everything a run created that is still there (after a crash, or a failed teardown).
+    A node pool still being created is waited for, then deleted."""
+    from tpu_trainer.app.gc import Cleaner
+
+    svc = _cleanup_services(config, rehearse, dry_run)
+    cleaner = Cleaner(svc, dry_run=dry_run, poll_seconds=poll)
+    cleaner.runs([run_id])
+    _report(cleaner, dry_run)
 
 
 def gc(
     config: ConfigOpt = None,
     dry_run: DryRunOpt = False,
     rehearse: RehearseOpt = None,
+    poll: PollSecondsOpt = 10.0,
 ) -> None:
     """Clean up every run whose process is gone but whose resources are not, and node pools
-    named by tpu-trainer (tpt-<run>-...) that belong to no live run."""
-    from tpu_trainer.app.teardown import gc_candidates
-    from tpu_trainer.cli.services_cli import open_store
+    named by tpu-trainer (tpt-<run>-...) that belong to no live run. Node pools still being
+    created are waited for, then deleted; every run and sweep is tried before the exit code
+    says whether anything is left. Runs whose process died before making anything are marked
+    failed."""
+    from tpu_trainer.app.gc import Cleaner
 
-    store = open_store()
-    runs = gc_candidates(store)
-    store.close()
-    if runs:
-        _cleanup_runs(runs, config, dry_run, rehearse)
-    _delete_orphan_pools(config, dry_run, rehearse)
-
-
-def _delete_orphan_pools(config: Path | None, dry_run: bool, rehearse: Path | None) -> None:
-
-    from tpu_trainer.app.teardown import orphan_tool_pools
-
-    setup, svc = _services(config, rehearse, dry_run)
-    cfg = setup.config
-    pools = svc.gcloud.node_pools(cfg.cluster_name, cfg.region)
-    orphans = orphan_tool_pools(svc.store, [p.name for p in pools])
-    for name in orphans:
-        result = svc.gcloud.delete_node_pool(cfg.cluster_name, cfg.region, name)
-        typer.echo(f"{'deleted' if result.ok else 'could not delete'} orphan node pool {name}")
-    if not orphans:
-        typer.echo("no orphan node pools")
+    setup, svc = _cleanup_setup(config, rehearse, dry_run)
+    cleaner = Cleaner(svc, dry_run=dry_run, poll_seconds=poll)
+    cleaner.gc(setup.config.cluster_name, setup.config.region)
+    _report(cleaner, dry_run)
 
 
-def _teardown_for(svc: Services, launcher: str) -> _Teardown:
-    """The teardown that knows the kinds of resource a launcher makes."""
-    from tpu_trainer.app.teardown import Teardown
-
-    if launcher == "tpu-vm":
-        from tpu_trainer.app.tpu_vm_teardown import TpuVmTeardown
-        from tpu_trainer.infra.tpu_vm import TpuVmCloud
-
-        return TpuVmTeardown(svc.store, TpuVmCloud(svc.runner), svc.display)
-    if launcher == "kuberay":
-        from tpu_trainer.app.kuberay_cluster import KubeRayTeardown
-
-        return KubeRayTeardown(svc.store, svc.gcloud, svc.xpk, svc.display, svc.kubectl)
-    return Teardown(svc.store, svc.gcloud, svc.xpk, svc.display)
+def _cleanup_services(config: Path | None, rehearse: Path | None, dry_run: bool) -> Services:
+    return _cleanup_setup(config, rehearse, dry_run)[1]
 
 
-def _cleanup_runs(
-    run_ids: list[str], config: Path | None, dry_run: bool, rehearse: Path | None
-) -> None:
-    from tpu_trainer.errors import InputError
-    from tpu_trainer.store.db import RunStatus
+def _cleanup_setup(
+    config: Path | None, rehearse: Path | None, dry_run: bool
+) -> tuple[Setup, Services]:
+    """Services on the run store, or, when its file is damaged, on what is readable of it (in
+    memory: the damaged file is only read)."""
+    from tpu_trainer.cli.services_cli import open_store_for_cleanup
 
-    _, svc = _services(config, rehearse, dry_run)
-    incomplete = False
-    for run_id in run_ids:
-        row = svc.store.run(run_id)
-        if row is None:
-            raise InputError(f"no run {run_id} in {svc.store.path}", fix="see `tpu-trainer runs`")
-        if row.process_alive():
-            raise InputError(
-                f"run {run_id} is still running (pid {row.pid})",
-                fix="stop it with Ctrl-C; it cleans up after itself",
-            )
-        svc.current.run_id = run_id
-        report = _teardown_for(svc, row.launcher).run(run_id)
-        typer.echo(
-            f"run {run_id}: deleted {len(report.deleted)}, already gone "
-            f"{len(report.already_gone)}, failed {len(report.failed)}"
-        )
-        for line in report.failed:
-            typer.echo(f"  could not delete {line}")
+    store = open_store_for_cleanup(lambda m: typer.echo(m, err=True))
+    return _services(config, rehearse, dry_run, store=store)
+
+
+def _report(cleaner: Cleaner, dry_run: bool) -> None:
+    result = cleaner.result
+    for run_id, report in result.reports.items():
+        typer.echo(f"run {run_id}: {report.summary()}")
         if report.extra_pools:
             typer.echo(
                 f"  pools not made by tpu-trainer, left alone: {', '.join(report.extra_pools)}"
             )
-        if not dry_run and row.status is RunStatus.RUNNING:
-            svc.store.finish_run(run_id, RunStatus.FAILED, "process gone; cleaned up")
-        incomplete |= not report.clean
-    if incomplete:
+        for line in report.handed_over + report.left:
+            typer.echo(f"  {line}")
+    for name in result.orphans_deleted:
+        typer.echo(f"deleted orphan node pool {name}")
+    for name in result.orphans_planned:
+        typer.echo(f"dry run: would delete orphan node pool {name}")
+    for run_id in result.marked_gone:
+        typer.echo(f"run {run_id}: its process had ended without finishing; marked failed")
+    if not result.reports and not result.orphans_deleted and not result.orphans_planned:
+        typer.echo("nothing to clean up")
+    if dry_run:
+        typer.echo("dry run: nothing was deleted and the run store was not changed")
+    left = result.left()
+    if left:
+        typer.echo(f"{len(left)} left (`tpu-trainer gc` retries):", err=True)
+        for line in left:
+            typer.echo(f"  {line}", err=True)
         raise typer.Exit(1)
 
 
@@ -275,6 +266,7 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
     from tpu_trainer.store.db import LIVE_STATES
 
     store = open_store()
+    store.mark_gone_runs()
     rows = store.runs(limit=limit)
     data = [
         {**run_summary(store, r), "live_resources": len(store.resources(r.id, states=LIVE_STATES))}

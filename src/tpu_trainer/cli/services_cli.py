@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,14 +22,52 @@ class Setup:
 
 
 def open_store(mode: RunMode = RunMode.REAL) -> RunStore:
-    """The run store; the runs it creates are of ``mode`` (real, or rehearsals)."""
-    return RunStore(default_path(), mode)
+    """The run store, checked (``PRAGMA quick_check``): a damaged one is refused with how to
+    recover it, before anything is read from it or created. The runs it creates are of ``mode``
+    (real, or rehearsals)."""
+    store = RunStore(default_path(), mode)
+    try:
+        store.require_sound()
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
-def build(config_path: Path | None, rehearse: Path | None, *, fresh: bool = False) -> Setup:
+def open_store_for_cleanup(warn: Callable[[str], None]) -> RunStore:
+    """The run store, or, when its file is damaged, an in-memory copy of what is readable
+    (the damaged file is only read)."""
+    from tpu_trainer.store.damage import StoreDamagedError, recovery_fix
+    from tpu_trainer.store.salvage import salvage
+
+    path = default_path()
+    try:
+        return open_store()
+    except StoreDamagedError as e:
+        problem = e.message
+    saved = salvage(path)
+    warn(
+        f"warning: {problem}\nworking from what is readable ({saved.runs} runs, "
+        f"{saved.resources} resources; unreadable: {', '.join(saved.unreadable) or 'none'}); "
+        f"nothing is written to the damaged file.\nnext: {recovery_fix(path)}"
+    )
+    return saved.store
+
+
+def build(
+    config_path: Path | None,
+    rehearse: Path | None,
+    *,
+    fresh: bool = False,
+    store: RunStore | None = None,
+) -> Setup:
     """Services against the real cloud, or against the fake cloud of a rehearsal scenario."""
     display = RichDisplay()
-    store = open_store(RunMode.REAL if rehearse is None else RunMode.REHEARSAL)
+    store = (
+        store
+        if store is not None
+        else open_store(RunMode.REAL if rehearse is None else RunMode.REHEARSAL)
+    )
     if rehearse is None:
         config = load_config(config_path, require=True)
         assert config is not None  # noqa: S101 (require=True never returns None)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tpu_trainer.fakecloud import gcloud_compute, tpu_vm
@@ -303,12 +305,23 @@ def pools_create(ctx: Ctx, args: list[str]) -> Handler:
             disable_autoupgrade=ns.no_enable_autoupgrade,
         )
         pool = create_pool(state, req)
+        answer.after = _until(float(pool["ready_at"]))
         link = f"{CONTAINER_API}/v1beta1/projects/{req.project}/zones/{where}/clusters/{ns.cluster}"
         answer.err(f"Creating node pool {ns.name}...done.")
         answer.err(f"Created [{link}/nodePools/{ns.name}].")
         emit(ctx, answer, [pool_json(state, pool)], many=True, columns=_POOL_COLUMNS)
 
     return run
+
+
+def _until(ready_at: float) -> Callable[[Answer], None]:
+    """gcloud waits for the create operation (outside the lock); killing it stops the wait,
+    not the operation."""
+
+    def wait(_: Answer) -> None:
+        time.sleep(max(0.0, ready_at - time.time()))
+
+    return wait
 
 
 TREE: Tree = {

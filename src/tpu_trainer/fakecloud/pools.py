@@ -8,6 +8,7 @@ gcloud's text, so xpk can relay them as the real one relays its subprocess's out
 from __future__ import annotations
 
 import math
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -223,12 +224,13 @@ def create_pool(state: State, req: CreateRequest) -> dict[str, Any]:
         )
     res_name = reservation_name(req.reservation) if req.reservation else None
     polls = int(behaviours["provisioning_polls"])
+    seconds = float(behaviours.get("create_seconds") or 0.0)
     pool = new_pool(
         req.name,
         machine_type=req.machine_type,
         node_count=req.num_nodes,
         zone=req.zone,
-        status="ERROR" if problem else ("PROVISIONING" if polls > 0 else "RUNNING"),
+        status="ERROR" if problem else ("PROVISIONING" if polls or seconds else "RUNNING"),
         version=req.node_version or state["cluster"]["node_version"],
         tpu_topology=req.tpu_topology,
         placement_policy=req.placement_policy,
@@ -253,6 +255,7 @@ def create_pool(state: State, req: CreateRequest) -> dict[str, Any]:
                 problem,
             )
         )
+    pool["ready_at"] = time.time() + seconds
     state["node_pools"][req.name] = pool
     if pool["reservation"]:
         state["reservations"][pool["reservation"]]["in_use_hosts"] += req.num_nodes
@@ -268,27 +271,38 @@ def delete_pool(
     path = f"{cluster_path(project, location, cluster)}/nodePools/{name}"
     if pool is None:
         raise ToolExit(response_error(command, 404, f"Not found: {path}."))
+    observe(pool, read=False)
     if pool["status"] == "PROVISIONING":
         raise ToolExit(
             response_error(
                 command,
                 400,
+                f"Cluster is running incompatible operation operation-{state['seq']}-create. "
                 f"Operation operation-{state['seq']}-create is currently creating node pool {name}. "
                 "Please wait and try again once it is done.",
             )
         )
+    if state["behaviours"].get("lost_pool_deletes", 0) > 0:
+        state["behaviours"]["lost_pool_deletes"] -= 1
+        return
     del state["node_pools"][name]
     res = state["reservations"].get(pool.get("reservation") or "")
     if res is not None and pool["hosts_held"]:
         res["in_use_hosts"] = max(0, res["in_use_hosts"] - pool["hosts_held"])
 
 
-def observe(pool: dict[str, Any]) -> None:
-    """A describe/list read: a PROVISIONING pool counts down its polls, then runs."""
+def observe(pool: dict[str, Any], *, read: bool = True) -> None:
+    """A describe/list read (``read``) or another look: a PROVISIONING pool counts down its
+    polls and waits out its create operation's time, then runs."""
     if pool["status"] != "PROVISIONING":
         return
+    if time.time() < float(pool.get("ready_at") or 0.0):
+        if read and pool["polls_left"] > 0:
+            pool["polls_left"] -= 1
+        return
     if pool["polls_left"] > 0:
-        pool["polls_left"] -= 1
+        if read:
+            pool["polls_left"] -= 1
     else:
         pool["status"] = "RUNNING"
 

@@ -90,6 +90,13 @@ class Behaviours:
     xpk_adapt_creates_node_pools: bool = False
     """xpk 1.16.0's ``cluster adapt`` creates no node pools (only ``cluster create`` does);
     older xpk (the seed's) did. True follows the seed."""
+    create_seconds: float = 0.0
+    """How long a node pool's create operation runs (wall clock): the pool is PROVISIONING
+    meanwhile, whatever happens to the client, and cannot be deleted."""
+    lost_pool_deletes: int = 0
+    """This many node pool deletes answer success but leave the pool as it was."""
+    workload_create_fails_after_submit: bool = False
+    """``xpk workload create`` creates the JobSet, then fails (exit 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +224,9 @@ def _behaviours(node: _Node | None) -> Behaviours:
         error_pools=node.flag("error_pools"),
         conflict_on_create=node.names("conflict_on_create"),
         xpk_adapt_creates_node_pools=node.flag("xpk_adapt_creates_node_pools", False),
+        create_seconds=node.seconds("create_seconds"),
+        lost_pool_deletes=node.number("lost_pool_deletes", 0),
+        workload_create_fails_after_submit=node.flag("workload_create_fails_after_submit"),
     )
 
 

@@ -152,6 +152,9 @@ def workload_create(x: Xpk, state: State) -> None:
     ensure_policy(x, state, s, zone_to_region(zone))
     x.task("Creating Workload", "kubectl apply -f /tmp/tmpxpkworkload")
     state["workloads"][name] = wl
+    if state["behaviours"].get("workload_create_fails_after_submit"):
+        x.say("Unable to connect to the server: net/http: TLS handshake timeout")
+        x.fail(1)
     project, region = x.arg("project"), zone_to_region(zone)
     x.say(
         f"Follow your workload here: https://console.cloud.google.com/kubernetes/service/"

@@ -22,6 +22,7 @@ from typing import Any
 
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.store.damage import StoreDamagedError, recovery_fix
 from tpu_trainer.store.migrations import MIGRATIONS
 
 _TAIL = 4000
@@ -35,6 +36,10 @@ class ResourceState(StrEnum):
     DELETED = "deleted"
     ABSENT = "absent"
     """The create call failed and nothing was made."""
+    MAYBE = "maybe"
+    """The create call failed, but may have made it: teardown asks the cloud."""
+    LEFT = "left"
+    """Deliberately left in place (in use by something tpu-trainer did not make)."""
 
 
 class RunStatus(StrEnum):
@@ -50,7 +55,12 @@ class RunMode(StrEnum):
     """On the fake cloud (``--rehearse``): its numbers are not a measurement."""
 
 
-LIVE_STATES = (ResourceState.CREATING, ResourceState.CREATED, ResourceState.DELETING)
+LIVE_STATES = (
+    ResourceState.CREATING,
+    ResourceState.CREATED,
+    ResourceState.DELETING,
+    ResourceState.MAYBE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +135,31 @@ class RunStore:
             self._db.execute("PRAGMA busy_timeout=30000")
             self._migrate()
         except sqlite3.DatabaseError as e:
-            raise TpuTrainerError(
-                f"run store {path} cannot be opened: {e}",
-                fix="check the file; it is never deleted by the tool",
+            raise StoreDamagedError(
+                f"run store {path} cannot be opened: {e}", fix=recovery_fix(path)
             ) from None
 
     def close(self) -> None:
         self._db.close()
+
+    def integrity_problems(self) -> list[str]:
+        """What ``PRAGMA quick_check`` finds wrong with the file ([] when it is sound)."""
+        try:
+            with self._lock:
+                rows = self._db.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as e:
+            return [str(e)]
+        return [str(r[0]) for r in rows if str(r[0]) != "ok"]
+
+    def require_sound(self) -> None:
+        """Refuse to go on (before anything is created) when the file is damaged."""
+        problems = self.integrity_problems()
+        if problems:
+            raise StoreDamagedError(
+                f"run store {self.path} is damaged ({'; '.join(problems[:3])}); "
+                "nothing was created",
+                fix=recovery_fix(self.path),
+            )
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -182,6 +210,7 @@ class RunStore:
         zone: str | None,
         plan_json: dict[str, Any] | None,
     ) -> None:
+        self.require_sound()
         now = time.time()
         with self._tx() as db:
             db.execute(
@@ -236,6 +265,21 @@ class RunStore:
             (run_id,),
         ).fetchone()
         return _run_row(row) if row else None
+
+    def mark_gone_runs(self) -> list[str]:
+        """Runs still "running" whose process on this host has ended: mark them failed (the
+        process was killed). Returns their ids."""
+        here = socket.gethostname()
+        gone = [
+            r
+            for r in self.runs(limit=100_000)
+            if r.status is RunStatus.RUNNING and r.host == here and not r.process_alive()
+        ]
+        for r in gone:
+            self.finish_run(
+                r.id, RunStatus.FAILED, f"process {r.pid} on {r.host} ended without finishing"
+            )
+        return [r.id for r in gone]
 
     def plan_of(self, run_id: str) -> dict[str, Any] | None:
         """The plan JSON stored when the run started."""
@@ -338,6 +382,14 @@ class RunStore:
             db.execute(
                 "UPDATE resources SET state = ?, updated_at = ?, detail = ? WHERE id = ?",
                 (state.value, time.time(), json.dumps(merged), resource_id),
+            )
+
+    def hand_over(self, resource_id: int, run_id: str) -> None:
+        """Make ``run_id`` the owner of a resource (its teardown deletes it)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE resources SET run_id = ?, updated_at = ? WHERE id = ?",
+                (run_id, time.time(), resource_id),
             )
 
     def rename_resource(self, resource_id: int, name: str) -> None:
