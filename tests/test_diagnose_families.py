@@ -240,6 +240,34 @@ def test_unit_success_lines_command_echoes_and_info_logs_match_nothing(text: str
     assert diagnose(text.splitlines()) == []
 
 
+def test_scenario_a_real_maxtext_run_yields_nothing_even_without_ignored_lines() -> None:
+    lines = (FIXTURES / "diagnose" / "maxtext_cpu_run_clean.log").read_text("utf-8").splitlines()
+    assert sum("Config param" in line for line in lines) > 800
+    assert diagnose(lines) == []
+    assert diagnose(lines, signatures()) == []  # the patterns alone, no ignored lines
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I1124 00:05:02.0 1 pyconfig.py:591] Config param override_model_config: True",
+        "I1124 00:05:02.0 1 pyconfig.py:591] Config param autoregressive_decode_assert: ",
+        "[XPK] Task: `Describe reservation` is implemented by: gcloud beta compute reservations "
+        "describe res-a --zone=us-central1-c  # RESOURCE_EXHAUSTED handled below",
+    ],
+)
+def test_unit_configuration_and_command_echoes_are_never_scanned(line: str) -> None:
+    ignore = catalog().ignore
+    assert ignore is not None and ignore.search(line)
+    assert diagnose([line]) == []
+
+
+def test_unit_an_ignored_line_does_not_join_with_the_next() -> None:
+    lines = ["Config param note: jobset failed due to reaching max", "number of restarts"]
+    assert diagnose(lines) == []
+    assert [m.signature for m in diagnose(lines, signatures())] == ["jobset-max-restarts"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Ranking
 # ---------------------------------------------------------------------------------------------
@@ -336,6 +364,14 @@ def test_unit_catalog_errors_name_the_signature_and_the_problem(
     assert old in GOOD
     with pytest.raises(CatalogError, match=message):
         load_catalog(GOOD.replace(old, new), "test.yaml")
+
+
+def test_unit_catalog_ignore_lines_must_be_patterns() -> None:
+    assert load_catalog(GOOD).ignore is None
+    with pytest.raises(CatalogError, match="ignore_lines"):
+        load_catalog(GOOD + "ignore_lines: [1]\n")
+    ignore = load_catalog(GOOD + "ignore_lines: ['^echo ', 'Config param']\n").ignore
+    assert ignore is not None and ignore.search("CONFIG PARAM x: 1")
 
 
 def test_unit_catalog_rejects_a_family_without_signatures() -> None:

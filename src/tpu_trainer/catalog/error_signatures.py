@@ -129,6 +129,9 @@ class Signature:
 class Catalog:
     families: tuple[Family, ...]
     signatures: tuple[Signature, ...]
+    ignore: re.Pattern[str] | None = None
+    """Lines that echo configuration or commands (MaxText's ``Config param`` dump, xpk's
+    ``is implemented by``): never scanned, whatever words they hold."""
 
     def family(self, family_id: str) -> Family:
         for fam in self.families:
@@ -182,7 +185,15 @@ def load_catalog(text: str, name: str = "<catalog>") -> Catalog:
     empty = sorted(known - {s.family for s in sigs})
     if empty:
         raise CatalogError(f"{name}: families without signatures: {', '.join(empty)}")
-    return Catalog(fams, sigs)
+    return Catalog(fams, sigs, _ignore(name, doc.get("ignore_lines", [])))
+
+
+def _ignore(name: str, raw: object) -> re.Pattern[str] | None:
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
+        raise CatalogError(f"{name}: ignore_lines must be a list of patterns")
+    where = f"{name}: ignore_lines"
+    parts = [_compile(where, p, re.IGNORECASE).pattern for p in raw]
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.IGNORECASE) if parts else None
 
 
 def _list(name: str, doc: Mapping[str, object], key: str) -> list[Mapping[str, object]]:

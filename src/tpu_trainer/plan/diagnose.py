@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tpu_trainer.catalog.error_signatures import Severity, Signature, signatures
+from tpu_trainer.catalog.error_signatures import Severity, Signature, catalog
 
 EXCERPT_CHARS = 300
 """Longest excerpt of a matched line."""
@@ -75,18 +75,28 @@ class Match:
         }
 
 
-def diagnose(lines: Iterable[str], catalog: Sequence[Signature] | None = None) -> list[Match]:
-    """Every signature found in ``lines``, ranked (see the module's docstring).
+def diagnose(lines: Iterable[str], known: Sequence[Signature] | None = None) -> list[Match]:
+    """Every signature found in ``lines``, ranked (see the module's docstring): the packaged
+    catalog's (lines it marks as echoes of configuration or commands are skipped), or the
+    ``known`` signatures alone.
 
     Each line is tried on its own, then joined (with a space) to the line before it; a joined
     match counts only when it crosses the join and the earlier line did not already match that
     signature on its own. A fallback signature counts only on lines no other signature matched.
     ``lines`` is read once, lazily (a file or a generator will do).
     """
-    scan = _Scan(tuple(signatures() if catalog is None else catalog))
+    scan = _scan(known)
     for number, raw in enumerate(lines, start=1):
         scan.feed(number, clean_line(raw))
     return scan.result()
+
+
+def _scan(custom: Sequence[Signature] | None) -> _Scan:
+    """A scan with the packaged catalog (and its ignored lines), or with ``custom`` signatures."""
+    if custom is not None:
+        return _Scan(tuple(custom))
+    packaged = catalog()
+    return _Scan(packaged.signatures, packaged.ignore)
 
 
 class _Scan:
@@ -96,10 +106,13 @@ class _Scan:
     needles it (or the line before, or the join of both) contains.
     """
 
-    def __init__(self, signatures: tuple[Signature, ...]) -> None:
+    def __init__(
+        self, signatures: tuple[Signature, ...], ignore: re.Pattern[str] | None = None
+    ) -> None:
         self.signatures = signatures
-        self.needles = tuple((n, i) for i, s in enumerate(signatures) for n in s.needles)
-        self.width = max((len(n) for n, _ in self.needles), default=0)
+        self.ignore = ignore
+        self.needles = _Needles(signatures)
+        self.width = self.needles.width
         self.first: dict[int, Match] = {}
         self.counts: dict[int, int] = {}
         self.prev = ""
@@ -109,12 +122,14 @@ class _Scan:
 
     def feed(self, number: int, text: str) -> None:
         """Try the candidate signatures on line ``number`` and on it joined to the one before."""
+        if self.ignore is not None and self.ignore.search(text):
+            text = ""  # an echo of configuration or of a command: nothing to find, nor to join
         low = text.lower()
-        candidates = {i for needle, i in self.needles if needle in low}
-        todo = candidates | self.prev_candidates if self.prev else candidates
-        if self.prev:
-            edge = f"{self.prev_low[-self.width :]} {low[: self.width]}"
-            todo |= {i for needle, i in self.needles if needle in edge}
+        # One pass over the tail of the line before, a space and this line: its needles are
+        # this line's and those that cross the join (the tail's own were found last time).
+        tail = f"{self.prev_low[-self.width :]} " if self.prev else ""
+        candidates = self.needles.find(tail + low)
+        todo = candidates | self.prev_candidates
         found: dict[int, tuple[int, str, re.Match[str]]] = {}
         for i in sorted(todo):
             sig = self.signatures[i]
@@ -189,11 +204,28 @@ class _Scan:
             del self.counts[j]
 
 
+class _Needles:
+    """Which signatures have a needle in a text: every distinct needle is tried once (a
+    substring test), with the signatures that use it."""
+
+    def __init__(self, signatures: Sequence[Signature]) -> None:
+        users: dict[str, list[int]] = {}
+        for i, sig in enumerate(signatures):
+            for needle in sig.needles:
+                users.setdefault(needle, []).append(i)
+        self.users = tuple((needle, tuple(ids)) for needle, ids in users.items())
+        self.width = max((len(n) for n in users), default=0)
+
+    def find(self, low: str) -> set[int]:
+        """Positions of the signatures with a needle in ``low`` (a lower-cased text)."""
+        return {i for needle, ids in self.users if needle in low for i in ids}
+
+
 class LiveScanner:
     """Scans a log one line at a time as it arrives (a follower's view of :func:`diagnose`)."""
 
-    def __init__(self, catalog: Sequence[Signature] | None = None) -> None:
-        self._scan = _Scan(tuple(signatures() if catalog is None else catalog))
+    def __init__(self, known: Sequence[Signature] | None = None) -> None:
+        self._scan = _scan(known)
         self._number = 0
 
     def feed(self, raw: str) -> None:
