@@ -223,6 +223,45 @@ def test_unit_families_the_old_catalog_missed(text: str, family: str) -> None:
     assert first(text).family == family
 
 
+WORDINGS = [
+    (
+        "ValueError: Resource axis: model of PartitionSpec('data', 'model') is not found in mesh",
+        "mesh-sharding",
+    ),
+    ("omegaconf.errors.ConfigAttributeError: Key 'max_stpes' is not in struct", "training-config"),
+    ("RuntimeError: No TPU devices found.", "tpu-runtime"),
+    ("Couldn't open iommu group /dev/vfio/0", "tpu-runtime"),
+    (
+        "python3: can't open file '/app/train.py': [Errno 2] No such file or directory",
+        "image-entrypoint",
+    ),
+    (
+        "Error: manifest for us-docker.pkg.dev/p/r/img:v1 not found: manifest unknown",
+        "image-entrypoint",
+    ),
+    (
+        "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints.",
+        "scheduling",
+    ),
+    ('Error 404: reservation "tpu-res" not found', "capacity-reservation"),
+    ("ProvisioningRequest status: BookingExpired", "autoscaling-provisioning"),
+    ("Workload evicted: Exceeded the PodsReady timeout default/job-x", "kueue-admission"),
+    ("E megascale_client.cc:89] Megascale error: transfer to slice 2 failed", "multislice-barrier"),
+    ("ValueError: The dataset is empty", "data-exhausted"),
+    ("Warning  Evicted  The node was low on resource: memory.", "out-of-memory"),
+    (
+        "ERROR: (gcloud.compute.tpus.tpu-vm.create) ALREADY_EXISTS: Resource "
+        "'projects/p/locations/us-central2-b/nodes/t1' already exists",
+        "tpu-vm-create",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "family"), WORDINGS)
+def test_unit_other_wordings_of_a_family_land_in_it(text: str, family: str) -> None:
+    assert first(text).family == family
+
+
 @pytest.mark.parametrize(
     "text",
     [
