@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from conftest import FIXTURES
 from tpu_trainer.catalog.error_signatures import (
     COMMON_MAXTEXT_KEYS,
-    SIGNATURES,
     by_id,
+    families,
     parse_size,
+    signatures,
     suggest_keys,
 )
 from tpu_trainer.cli.diagnose_cmd import diagnose as diagnose_command
@@ -33,8 +34,10 @@ from tpu_trainer.plan.diagnose import (
     has_fatal,
     matches_to_json,
 )
+from tpu_trainer.plan.diagnose_score import load_corpus
 
 LOGS = FIXTURES / "logs"
+CORPUS = FIXTURES / "diagnose" / "corpus.yaml"
 
 
 def scan_file(name: str) -> list[Match]:
@@ -158,9 +161,9 @@ def test_unit_xpk_configmap_missing_fix_patches_the_configmap() -> None:
 
 def test_unit_gke_and_kueue_events_are_diagnosed_in_log_order() -> None:
     matches = scan_file("gke_events.log")
-    assert ids(matches) == [  # same line: catalog order
-        "insufficient-tpu",
+    assert ids(matches) == [  # same line, same specificity: the reason named first
         "node-affinity-mismatch",
+        "insufficient-tpu",
         "image-pull",
         "kueue-flavor",
         "kueue-preempted",
@@ -414,6 +417,24 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "with error: mountWithArgs: mountWithStorageHandle",
         "GcsFuseCsiDriver=ENABLED",
     ),
+    "preempted-or-maintenance": (
+        "ERROR: TPU t1 in zone us-central2-b is PREEMPTED; the workers lost their slice",
+        "enable_checkpointing=true",
+    ),
+    "sharding-generic": (
+        "jax._src.sharding_impls.IndivisibleError: NamedSharding(mesh=Mesh('fsdp': 3), "
+        "spec=PartitionSpec('fsdp',)) is not divisible for this array",
+        "allow_split_physical_axes=true",
+    ),
+    "nodepool-create-rejected": (
+        "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, message=Node "
+        "pools of this cluster must be in zone us-central1-a.",
+        "tpu-trainer slice",
+    ),
+    "xpk-error": (
+        "[XPK] Cluster demo does not exist in us-central1, Exiting XPK",
+        "--dry-run",
+    ),
     "gcs-permission": (
         "google.api_core.exceptions.Forbidden: 403 POST https://storage.googleapis.com/upload/"
         "storage/v1/b/demo/o: trainer@p.iam.gserviceaccount.com does not have "
@@ -423,8 +444,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
 }
 
 
-def test_unit_every_signature_has_an_example() -> None:
-    assert set(EXAMPLES) == {s.id for s in SIGNATURES}
+def test_unit_every_signature_has_an_example_or_a_corpus_text() -> None:
+    covered = set(EXAMPLES) | {
+        m.signature for entry in load_corpus(CORPUS) for m in diagnose(entry.text.splitlines())
+    }
+    assert {s.id for s in signatures()} <= covered
 
 
 @pytest.mark.parametrize("signature", sorted(EXAMPLES))
@@ -440,12 +464,16 @@ def test_unit_example_is_found_by_its_signature_alone(signature: str) -> None:
 
 
 def test_unit_catalog_is_well_formed() -> None:
-    names = [s.id for s in SIGNATURES]
+    names = [s.id for s in signatures()]
     assert len(names) == len(set(names))
-    assert len(SIGNATURES) >= 45
-    for sig in SIGNATURES:
+    assert len(signatures()) >= 70
+    family_ids = {f.id for f in families()}
+    assert len(family_ids) >= 17
+    for sig in signatures():
         assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", sig.id), sig.id
+        assert sig.family in family_ids, sig.id
         assert sig.severity in ("fatal", "warning")
+        assert sig.specificity in (1, 2, 3)
         assert sig.needles and all(n == n.lower() and n for n in sig.needles), sig.id
         assert sig.title and sig.cause and sig.fix and sig.source
         assert sig.source.startswith(("seed ", "shared design", "https://")), sig.id
@@ -454,10 +482,10 @@ def test_unit_catalog_is_well_formed() -> None:
 def test_unit_issue_sourced_signatures_cite_public_issues() -> None:
     urls = {
         url
-        for sig in SIGNATURES
+        for sig in signatures()
         for url in re.findall(r"https://github\.com/\S+/(?:issues|pull)/\d+", sig.source)
     }
-    issue_signatures = [s for s in SIGNATURES if "https://github.com/" in s.source]
+    issue_signatures = [s for s in signatures() if "https://github.com/" in s.source]
     assert len(issue_signatures) >= 12
     assert len(urls) >= 12
 
@@ -518,12 +546,29 @@ def test_unit_json_contract_keys_are_pinned() -> None:
     doc = matches_to_json(scan_file("maxtext_aot_hbm_oom.log"))
     assert isinstance(doc, list) and len(doc) == 1
     (item,) = doc
-    required = {"matched", "signature", "cause", "fix"}
-    optional = {"line", "count", "title", "severity"}
-    assert required <= set(item) <= required | optional
+    assert set(item) == {
+        "family",
+        "signature",
+        "line",
+        "extracted",
+        "cause",
+        "fix",
+        "source",
+        "matched",
+        "count",
+        "title",
+        "severity",
+    }
+    assert item["family"] == "out-of-memory"
     assert item["signature"] == "hbm-oom-compile"
     assert item["line"] == 15 and item["count"] == 1 and item["severity"] == "fatal"
+    assert item["extracted"] == {
+        "what": "HLO temporaries",
+        "needed": "151.15G",
+        "available": "94.74G",
+    }
     assert isinstance(item["matched"], str) and "151.15G" in item["matched"]
+    assert "seed 001" in str(item["source"])
     json.dumps(doc)
 
 
@@ -587,15 +632,21 @@ def test_cli_warnings_only_exit_0() -> None:
     text = "W tensorflow] Allocation of 414988800 exceeds 10% of free system memory.\n"
     result = runner.invoke(make_app(), ["-", "--json"], input=text)
     assert result.exit_code == 0, result.output
-    assert [m["signature"] for m in json.loads(result.output)] == ["host-allocation-warning"]
+    doc = json.loads(result.output)
+    assert [m["signature"] for m in doc["matches"]] == ["host-allocation-warning"]
 
 
 def test_cli_json_from_stdin_follows_the_contract() -> None:
     text = (LOGS / "maxtext_weight_decay.log").read_text(encoding="utf-8")
     result = runner.invoke(make_app(), ["-", "--json"], input=text)
     assert result.exit_code == 1
-    (item,) = json.loads(result.output)
-    assert {"matched", "signature", "cause", "fix"} <= set(item)
+    doc = json.loads(result.output)
+    assert doc["log"] == "standard input"
+    assert doc["lines"] == len(text.splitlines())
+    (item,) = doc["matches"]
+    assert {"family", "line", "extracted", "cause", "fix", "source"} <= set(item)
+    assert item["family"] == "training-config"
+    assert item["extracted"]["key"] == "weight_decay"
     assert item["signature"] == "maxtext-unknown-key"
     assert "muon_weight_decay" in item["fix"]
 
@@ -606,7 +657,7 @@ def test_cli_reads_gzip_logs(tmp_path: Path) -> None:
         gz.write((LOGS / "almodel_stop_iteration.log").read_text(encoding="utf-8"))
     result = runner.invoke(make_app(), [str(path), "--json"])
     assert result.exit_code == 1
-    assert json.loads(result.output)[0]["signature"] == "data-exhausted"
+    assert json.loads(result.output)["matches"][0]["signature"] == "data-exhausted"
 
 
 def test_cli_missing_file_is_an_input_error_with_a_fix(tmp_path: Path) -> None:
@@ -629,9 +680,10 @@ def test_cli_direct_call_prints_json_and_raises_exit_on_fatal(
         diagnose_command(str(LOGS / "gke_events.log"), as_json=True)
     assert exit_info.value.exit_code == 1
     doc = json.loads(capsys.readouterr().out)
-    assert "kueue-preempted" in [item["signature"] for item in doc]
+    assert "kueue-preempted" in [item["signature"] for item in doc["matches"]]
 
 
 def test_cli_direct_call_on_clean_log_returns(capsys: pytest.CaptureFixture[str]) -> None:
     diagnose_command(str(LOGS / "maxtext_cpu_clean.log"), as_json=True)
-    assert json.loads(capsys.readouterr().out) == []
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["matches"] == [] and doc["lines"] == 23

@@ -26,7 +26,12 @@ LogArg = Annotated[
 def diagnose(log: LogArg, as_json: JsonOpt = False) -> None:
     """Known errors in a log: what happened, why, and the command or setting that fixes it.
 
-    Exits 1 when a fatal error was found, 0 otherwise (warnings only, or nothing known).
+    Matches are ranked: fatal before warnings, then the earliest line (the first error usually
+    caused the rest), then the most specific. `--json` prints `{"log", "lines", "matches"}`,
+    each match with its family, line, extracted fields, cause, fix and source.
+
+    Exits 1 when a fatal error was found, 0 otherwise (warnings only, or nothing known), 2 when
+    the input is missing, unreadable, empty or binary.
     """
     from tpu_trainer.plan.diagnose import diagnose as scan
     from tpu_trainer.plan.diagnose import has_fatal, matches_to_json
@@ -34,12 +39,14 @@ def diagnose(log: LogArg, as_json: JsonOpt = False) -> None:
     lines = _LineCounter()
     with _open_log(log) as stream:
         matches = scan(lines.count(stream))
+    source = "standard input" if log == "-" else log
     if as_json:
         import json
 
-        typer.echo(json.dumps(matches_to_json(matches), indent=2, ensure_ascii=False))
+        doc = {"log": source, "lines": lines.seen, "matches": matches_to_json(matches)}
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        _show(matches, lines.seen, log)
+        _show(matches, lines.seen, source)
     if has_fatal(matches):
         raise typer.Exit(1)
 
@@ -60,30 +67,30 @@ def _open_log(log: str) -> AbstractContextManager[TextIO]:
     return open_log(log, "diagnose", "kubectl logs <pod> -c jax-tpu-1 | tpu-trainer diagnose -")
 
 
-def _show(matches: list[Match], lines_seen: int, log: str) -> None:
-    """A Rich table of the matches, or one line saying nothing known was found."""
+def _show(matches: list[Match], lines_seen: int, source: str) -> None:
+    """A Rich table of the matches in rank order, or one line saying nothing known was found."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = Console(highlight=False)
-    source = "standard input" if log == "-" else log
     if not matches:
         console.print(f"No known error in {lines_seen} lines of {escape(source)}.")
         return
     table = Table(title=f"Known problems in {escape(source)}", show_lines=True)
+    table.add_column("#", justify="right", no_wrap=True)
     table.add_column("Line", justify="right", no_wrap=True)
     table.add_column("Problem")
     table.add_column("Cause")
     table.add_column("Fix")
-    for m in matches:
+    for rank, m in enumerate(matches, start=1):
         style = "bold red" if m.severity == "fatal" else "yellow"
         times = f" (×{m.count})" if m.count > 1 else ""
         problem = (
-            f"[{style}]{escape(m.title)}[/]\n[dim]{escape(m.signature)}{times}[/]\n"
-            f"[dim italic]{escape(m.excerpt)}[/]"
+            f"[{style}]{escape(m.title)}[/]\n[dim]{escape(m.family)} / {escape(m.signature)}"
+            f"{times}[/]\n[dim italic]{escape(m.excerpt)}[/]"
         )
-        table.add_row(str(m.line), problem, escape(m.cause), escape(m.fix))
+        table.add_row(str(rank), str(m.line), problem, escape(m.cause), escape(m.fix))
     console.print(table)
     fatal = sum(m.severity == "fatal" for m in matches)
     console.print(f"{len(matches)} known problem(s) in {lines_seen} lines; {fatal} fatal.")

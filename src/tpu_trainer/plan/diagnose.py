@@ -1,8 +1,14 @@
-"""Find known errors in a log: which signature, on which line, and the fix with its values.
+"""Find known errors in a log: which family and signature, on which line, and the fix with the
+values the match extracted.
 
 Pure and streaming: :func:`diagnose` reads its lines once, keeps only the line before the
 current one (to catch a message wrapped over two lines, as tracebacks and event tables do) and
 one entry per signature found, so a log of any size is scanned in constant memory.
+
+Ranking: fatal matches before warnings (a warning did not stop the run); among them the earliest
+line first (the first error usually caused the ones after it), then the most specific signature
+(an exact message before a family's generic wording), then the match that starts first on the
+line (a message before the reasons it lists), then catalog order.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tpu_trainer.catalog.error_signatures import SIGNATURES, Severity, Signature
+from tpu_trainer.catalog.error_signatures import Severity, Signature, catalog
 
 EXCERPT_CHARS = 300
 """Longest excerpt of a matched line."""
@@ -29,6 +35,8 @@ class Match:
 
     signature: str
     """The signature's id."""
+    family: str
+    """The id of the signature's family (out-of-memory, scheduling, ...)."""
     title: str
     cause: str
     """Why it happens, with the match's values filled in."""
@@ -39,36 +47,56 @@ class Match:
     """1-based number of the first line that matched (the first of two for a wrapped match)."""
     excerpt: str
     """The matched text, at most :data:`EXCERPT_CHARS` characters around the match."""
+    source: str = ""
+    """Where the signature is documented (a seed document or a public issue or page)."""
+    extracted: tuple[tuple[str, str], ...] = ()
+    """The fields the pattern extracted (sizes, names, zones), in pattern order."""
+    specificity: int = 2
+    """3 an exact message, 2 a family's usual wording, 1 a catch-all."""
+    column: int = 0
+    """0-based position of the match in its line (the leading message of a line ranks first)."""
     count: int = 1
     """How many lines matched this signature."""
 
     def to_json(self) -> dict[str, object]:
-        """The ``diagnose --json`` contract: ``matched``, ``signature``, ``cause``, ``fix``
-        (always), plus ``line``, ``count``, ``title`` and ``severity``."""
+        """One entry of the ``diagnose --json`` ``matches`` list."""
         return {
-            "matched": self.excerpt,
+            "family": self.family,
             "signature": self.signature,
+            "line": self.line,
+            "extracted": dict(self.extracted),
             "cause": self.cause,
             "fix": self.fix,
-            "line": self.line,
+            "source": self.source,
+            "matched": self.excerpt,
             "count": self.count,
             "title": self.title,
             "severity": self.severity,
         }
 
 
-def diagnose(lines: Iterable[str], signatures: Sequence[Signature] = SIGNATURES) -> list[Match]:
-    """Every signature found in ``lines``: fatal ones first, then in order of first line
-    (ties in catalog order).
+def diagnose(lines: Iterable[str], known: Sequence[Signature] | None = None) -> list[Match]:
+    """Every signature found in ``lines``, ranked (see the module's docstring): the packaged
+    catalog's (lines it marks as echoes of configuration or commands are skipped), or the
+    ``known`` signatures alone.
 
     Each line is tried on its own, then joined (with a space) to the line before it; a joined
     match counts only when it crosses the join and the earlier line did not already match that
-    signature on its own. ``lines`` is read once, lazily (a file or a generator will do).
+    signature on its own. A fallback signature counts only on lines no other signature matched.
+    ``lines`` is read once, lazily (a file or a generator will do).
     """
-    scan = _Scan(tuple(signatures))
+    scan = _scan(known)
     for number, raw in enumerate(lines, start=1):
         scan.feed(number, clean_line(raw))
     return scan.result()
+
+
+def _scan(custom: Sequence[Signature] | None) -> _Scan:
+    """A scan with the packaged catalog (and its ignored lines), or with ``custom`` signatures."""
+    if custom is not None:
+        return _Scan(tuple(custom))
+    packaged = catalog()
+    return _Scan(packaged.signatures, packaged.ignore)
 
 
 class _Scan:
@@ -78,10 +106,13 @@ class _Scan:
     needles it (or the line before, or the join of both) contains.
     """
 
-    def __init__(self, signatures: tuple[Signature, ...]) -> None:
+    def __init__(
+        self, signatures: tuple[Signature, ...], ignore: re.Pattern[str] | None = None
+    ) -> None:
         self.signatures = signatures
-        self.needles = tuple((n, i) for i, s in enumerate(signatures) for n in s.needles)
-        self.width = max((len(n) for n, _ in self.needles), default=0)
+        self.ignore = ignore
+        self.needles = _Needles(signatures)
+        self.width = self.needles.width
         self.first: dict[int, Match] = {}
         self.counts: dict[int, int] = {}
         self.prev = ""
@@ -91,40 +122,110 @@ class _Scan:
 
     def feed(self, number: int, text: str) -> None:
         """Try the candidate signatures on line ``number`` and on it joined to the one before."""
+        if self.ignore is not None and self.ignore.search(text):
+            text = ""  # an echo of configuration or of a command: nothing to find, nor to join
         low = text.lower()
-        candidates = {i for needle, i in self.needles if needle in low}
-        todo = candidates | self.prev_candidates if self.prev else candidates
-        if self.prev:
-            edge = f"{self.prev_low[-self.width :]} {low[: self.width]}"
-            todo |= {i for needle, i in self.needles if needle in edge}
-        hits: set[int] = set()
+        # One pass over the tail of the line before, a space and this line: its needles are
+        # this line's and those that cross the join (the tail's own were found last time).
+        tail = f"{self.prev_low[-self.width :]} " if self.prev else ""
+        candidates = self.needles.find(tail + low)
+        todo = candidates | self.prev_candidates
+        found: dict[int, tuple[int, str, re.Match[str]]] = {}
         for i in sorted(todo):
             sig = self.signatures[i]
-            found = _on_line(sig, text) if i in candidates else None
-            if found is None and self.prev and i not in self.prev_hits:
-                found = _across(sig, self.prev, text)
-            if found is not None:
-                hits.add(i)
-                self._record(i, number, *found)
+            hit = _on_line(sig, text) if i in candidates else None
+            if hit is None and self.prev and i not in self.prev_hits and not sig.fallback:
+                hit = _across(sig, self.prev, text)
+            if hit is not None:
+                found[i] = hit
+        for i in self._redundant(found):
+            del found[i]
+        for i, hit in found.items():
+            self._record(i, number, *hit)
+        hits = set(found)
         self.prev, self.prev_low = text, low
         self.prev_candidates, self.prev_hits = candidates, hits
 
+    def _redundant(self, found: Mapping[int, object]) -> set[int]:
+        """Hits on one line that add nothing: fallbacks when anything else matched, and the
+        less specific signatures of a family a more specific one of it explains."""
+        sigs = self.signatures
+        keep = [i for i in found if not sigs[i].fallback] or list(found)
+        best: dict[str, int] = {}
+        for i in keep:
+            best[sigs[i].family] = max(best.get(sigs[i].family, 0), sigs[i].specificity)
+        return {i for i in found if i not in keep or sigs[i].specificity < best[sigs[i].family]}
+
     def result(self) -> list[Match]:
-        """The matches with their counts, fatal first, then by first line."""
-        found = [replace(m, count=self.counts[i]) for i, m in self.first.items()]
-        return sorted(found, key=lambda m: (_SEVERITY_ORDER[m.severity], m.line))
+        """The matches with their counts, ranked: fatal first, then by first line, then the
+        most specific, then by column, then catalog order."""
+        ranked = sorted(
+            self.first.items(),
+            key=lambda item: (
+                _SEVERITY_ORDER[item[1].severity],
+                item[1].line,
+                -item[1].specificity,
+                item[1].column,
+                item[0],
+            ),
+        )
+        return [replace(m, count=self.counts[i]) for i, m in ranked]
 
     def _record(self, i: int, number: int, back: int, text: str, m: re.Match[str]) -> None:
+        line, sig = number - back, self.signatures[i]
+        if self._explained(sig):
+            return
+        for j, other in list(self.first.items()):
+            if j == i or other.line != line or other.family != sig.family:
+                continue
+            if other.specificity > sig.specificity:
+                return  # a more specific signature of the family already explains the line
+            if other.specificity < sig.specificity:
+                self._forget(j)
         self.counts[i] = self.counts.get(i, 0) + 1
         if i not in self.first:
-            self.first[i] = _match(self.signatures[i], number - back, text, m)
+            self.first[i] = _match(sig, line, text, m)
+
+    def _explained(self, sig: Signature) -> bool:
+        """True for a fallback whose family a specific signature already explains; a specific
+        signature removes the fallbacks of its family recorded before it."""
+        sigs = self.signatures
+        if sig.fallback:
+            return any(sigs[j].family == sig.family and not sigs[j].fallback for j in self.first)
+        for j in [j for j in self.first if sigs[j].fallback and sigs[j].family == sig.family]:
+            self._forget(j)
+        return False
+
+    def _forget(self, j: int) -> None:
+        """Drop signature ``j``'s first match (a wrapped line showed a better one)."""
+        del self.first[j]
+        self.counts[j] -= 1
+        if self.counts[j] == 0:
+            del self.counts[j]
+
+
+class _Needles:
+    """Which signatures have a needle in a text: every distinct needle is tried once (a
+    substring test), with the signatures that use it."""
+
+    def __init__(self, signatures: Sequence[Signature]) -> None:
+        users: dict[str, list[int]] = {}
+        for i, sig in enumerate(signatures):
+            for needle in sig.needles:
+                users.setdefault(needle, []).append(i)
+        self.users = tuple((needle, tuple(ids)) for needle, ids in users.items())
+        self.width = max((len(n) for n in users), default=0)
+
+    def find(self, low: str) -> set[int]:
+        """Positions of the signatures with a needle in ``low`` (a lower-cased text)."""
+        return {i for needle, ids in self.users if needle in low for i in ids}
 
 
 class LiveScanner:
     """Scans a log one line at a time as it arrives (a follower's view of :func:`diagnose`)."""
 
-    def __init__(self, signatures: Sequence[Signature] = SIGNATURES) -> None:
-        self._scan = _Scan(tuple(signatures))
+    def __init__(self, known: Sequence[Signature] | None = None) -> None:
+        self._scan = _scan(known)
         self._number = 0
 
     def feed(self, raw: str) -> None:
@@ -176,16 +277,17 @@ def fill(template: str, values: Mapping[str, str | None]) -> str:
 
 
 def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None:
-    m = sig.pattern.search(text)
+    m = sig.search(text)
     return None if m is None else (0, text, m)
 
 
 def _across(sig: Signature, prev: str, text: str) -> tuple[int, str, re.Match[str]] | None:
     """A match of ``sig`` in ``prev`` + space + ``text`` that uses both lines."""
     joined = f"{prev} {text}"
-    m = sig.pattern.search(joined)
-    if m is not None and m.start() < len(prev) < m.end():
-        return 1, joined, m
+    for pattern in sig.patterns:
+        m = pattern.search(joined)
+        if m is not None and m.start() < len(prev) < m.end():
+            return 1, joined, m
     return None
 
 
@@ -193,6 +295,11 @@ def _match(sig: Signature, line: int, haystack: str, m: re.Match[str]) -> Match:
     values = _values(sig, m)
     return Match(
         signature=sig.id,
+        family=sig.family,
+        source=sig.source,
+        specificity=sig.specificity,
+        extracted=extracted(m),
+        column=m.start(),
         title=sig.title,
         cause=fill(sig.cause, values),
         fix=fill(sig.fix, values),
@@ -202,9 +309,14 @@ def _match(sig: Signature, line: int, haystack: str, m: re.Match[str]) -> Match:
     )
 
 
+def extracted(m: re.Match[str]) -> tuple[tuple[str, str], ...]:
+    """The named groups that took part in ``m``, stripped, in pattern order."""
+    return tuple((k, v.strip()) for k, v in m.groupdict().items() if v and v.strip())
+
+
 def _values(sig: Signature, m: re.Match[str]) -> dict[str, str | None]:
     """The named groups of ``m`` (absent ones as None) and what ``sig.derive`` adds."""
-    values: dict[str, str | None] = dict(m.groupdict())
+    values: dict[str, str | None] = dict(extracted(m))
     for name in _PLACEHOLDER.findall(sig.cause + sig.fix):
         values.setdefault(name, None)
     if sig.derive is not None:

@@ -1,0 +1,68 @@
+"""Per-family precision and recall of ``tpu-trainer diagnose`` on the corpus of real error texts.
+
+    .venv/bin/python bench/diagnose_corpus.py [CORPUS] [--misses]
+
+CORPUS defaults to tests/fixtures/diagnose/corpus.yaml. Prints one table per split (all, dev,
+held-out) and, with --misses, every entry ranked in the wrong family. Exits 1 when the overall
+rate is below 95 % or a near-miss matched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tpu_trainer.plan.diagnose_score import Score, load_corpus, score
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "fixtures" / "diagnose" / "corpus.yaml"
+TARGET = 0.95
+
+
+def _pct(value: float | None) -> str:
+    return "   -" if value is None else f"{value * 100:4.0f}"
+
+
+def table(title: str, result: Score) -> list[str]:
+    rows = [
+        f"{title}: {len(result.outcomes)} texts, {result.rate * 100:.1f} % in the right family, "
+        f"{len(result.near_misses_matched)} near-miss(es) matched",
+        f"  {'family':<26}{'texts':>6}{'ranked':>8}{'prec %':>8}{'recall %':>10}",
+    ]
+    for fam in result.families():
+        rows.append(
+            f"  {fam.family:<26}{fam.expected:>6}{fam.predicted:>8}"
+            f"{_pct(fam.precision):>8}{_pct(fam.recall):>10}"
+        )
+    near = sum(o.entry.family == "none" for o in result.outcomes)
+    rows.append(f"  {'none (near-misses)':<26}{near:>6}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1] if __doc__ else None)
+    parser.add_argument("corpus", nargs="?", type=Path, default=CORPUS)
+    parser.add_argument("--misses", action="store_true", help="list the texts ranked wrong")
+    args = parser.parse_args(argv)
+    entries = load_corpus(args.corpus)
+    everything = score(entries)
+    for title, result in (
+        ("all", everything),
+        ("dev", score(entries, "dev")),
+        ("held-out", score(entries, "heldout")),
+    ):
+        print("\n".join(table(title, result)), end="\n\n")
+    if args.misses:
+        for miss in everything.misses:
+            first = miss.entry.text.strip().splitlines()[0][:110]
+            print(
+                f"[{miss.entry.split}] expected {miss.entry.family}, got {miss.predicted}: {first}"
+            )
+            print(f"    {miss.entry.source}")
+    ok = everything.rate >= TARGET and not everything.near_misses_matched
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
