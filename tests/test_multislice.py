@@ -263,3 +263,14 @@ def test_the_fake_gcloud_without_an_account_answers_with_gclouds_own_text(tmp_pa
     listed = gcloud("auth", "list", "--format=json")
     assert (listed.returncode, listed.stdout.strip()) == (0, "[]")
     assert "No credentialed accounts." in listed.stderr
+
+
+@pytest.mark.parametrize("num_slices", [1, 2])
+def test_a_resumed_run_plans_for_the_slices_it_ran_on(num_slices: int) -> None:
+    from conftest import plan_for
+    from tpu_trainer.cli.train_cmd import stored_num_slices
+    from tpu_trainer.plan.plan_json import plan_json
+
+    stored = plan_json(plan_for(RECIPES["classic"], num_slices=num_slices))
+    assert stored_num_slices(stored) == num_slices
+    assert stored_num_slices({"recipe": "x"}) is None

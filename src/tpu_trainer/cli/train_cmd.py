@@ -3,6 +3,7 @@ on this machine's CPU (cpu-1 recipes, and any MaxText recipe scaled down)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
@@ -319,9 +320,12 @@ def resume(
     if row is None or not stored:
         raise InputError(f"no run {run_id} with a stored plan", fix="see `tpu-trainer runs`")
     recipe = str(stored["recipe"])
+    num_slices = stored_num_slices(stored)
 
     def plan_for_zone(zone: str | None) -> Plan:
-        opts = PlanOptions(user=current_user(), now=datetime.now(), zone=zone)
+        opts = PlanOptions(
+            user=current_user(), now=datetime.now(), zone=zone, num_slices=num_slices
+        )
         return plan_with_config(Request(recipe), setup.config, opts)
 
     run = GkeRun(
@@ -341,3 +345,10 @@ def resume(
     )
     if outcome.status.value != "succeeded":
         raise typer.Exit(1)
+
+
+def stored_num_slices(stored: Mapping[str, object]) -> int | None:
+    """The number of slices a stored plan ran on (a resumed run follows all of them)."""
+    slice_ = stored.get("slice")
+    value = slice_.get("num_slices") if isinstance(slice_, Mapping) else None
+    return value if isinstance(value, int) and value > 0 else None
