@@ -38,7 +38,9 @@ def test_a_signal_at_a_stage_then_gc_leaves_nothing_and_touches_nothing_else(
     assert out.train_code == EXIT[case.signal_name], out.output[-3000:]
     if case.signal_name != "SIGKILL":
         assert "nothing to clean up" in out.output, "the run should have cleaned up itself"
-    if case.signal_name == "Ctrl-C x2":
+    if case.signal_name == "Ctrl-C x2" and out.signals_sent == 2:
+        # The second Ctrl-C is sent once the teardown has said it started; a teardown that
+        # ended first (a busy machine) leaves nothing to ignore: test_teardown covers that.
         assert "Ctrl-C ignored: teardown is deleting what the run made" in out.output
         assert "kill -KILL" in out.output
     if case.stage == "provisioning" and case.signal_name != "SIGKILL":

@@ -117,7 +117,8 @@ def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -
 
     example, env = _example_and_env(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tpu_trainer", "train", str(example)],
+        # Many steps: the Ctrl-C after step 2 must land while MaxText still trains.
+        [sys.executable, "-m", "tpu_trainer", "train", str(example), "--set", "steps=2000"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

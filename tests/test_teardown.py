@@ -322,3 +322,44 @@ def test_a_workload_create_that_fails_after_the_jobset_exists_is_still_deleted(
     (wl,) = [r for r in store.resources("0badf00d") if r.kind == "workload"]
     assert wl.state is ResourceState.DELETED
     assert sorted(_state(tmp_path)["node_pools"]) == ["default-pool"]
+
+
+class _SlowTeardown:
+    """A teardown during which a Ctrl-C arrives."""
+
+    def __init__(self) -> None:
+        self.finished = False
+
+    def run(self, run_id: str) -> TeardownReport:  # noqa: ARG002
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs between bytecodes of this frame
+        self.finished = True
+        return TeardownReport()
+
+
+def test_a_ctrl_c_right_after_the_first_is_said_and_ignored_and_the_teardown_finishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tpu_trainer.app import teardown as teardown_module
+    from tpu_trainer.store.db import RunStore
+
+    store = RunStore(tmp_path / "runs.db")
+    store.create_run(
+        "r1", model="m", request="r", launcher="local", device_type="cpu-1",
+        precision="bf16", project=None, cluster=None, region=None, zone=None, plan_json={},
+    )
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    slow = _SlowTeardown()
+    try:
+        # The moment between the first Ctrl-C and the teardown's own handler.
+        teardown_module._ignore_signals()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        assert "Ctrl-C ignored: teardown is deleting" in capsys.readouterr().err
+        with pytest.raises(KeyboardInterrupt), teardown_always(store, "r1", slow):
+            raise KeyboardInterrupt
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert slow.finished
+    assert "Ctrl-C ignored" in capsys.readouterr().err

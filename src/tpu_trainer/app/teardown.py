@@ -273,16 +273,8 @@ def shielded(
     would leave billed resources behind. SIGKILL still stops the process (then
     ``tpu-trainer gc`` deletes what is left)."""
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
-        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-        _say(
-            f"{name} ignored: teardown is deleting what the run made and finishes first. "
-            f"To force-quit: kill -KILL {os.getpid()} (then `tpu-trainer gc` deletes what "
-            "is left, waiting for any node pool still being created)"
-        )
-
     previous: _Handlers = {
-        sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        sig: signal.signal(sig, _noted) for sig in (signal.SIGINT, signal.SIGTERM)
     }
     previous.update(restore or {})
     try:
@@ -292,10 +284,21 @@ def shielded(
             signal.signal(sig, handler)
 
 
+def _noted(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+    """A Ctrl-C or SIGTERM during a teardown: said on screen, and otherwise ignored."""
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    _say(
+        f"{name} ignored: teardown is deleting what the run made and finishes first. "
+        f"To force-quit: kill -KILL {os.getpid()} (then `tpu-trainer gc` deletes what "
+        "is left, waiting for any node pool still being created)"
+    )
+
+
 def _ignore_signals() -> None:
-    """Ctrl-C and SIGTERM do nothing until :func:`shielded` takes them over."""
+    """From the first interruption on, Ctrl-C and SIGTERM are noted and ignored (before
+    :func:`shielded` takes them over, too: no window where one passes unsaid)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+        signal.signal(sig, _noted)
 
 
 class RunTeardown(Protocol):

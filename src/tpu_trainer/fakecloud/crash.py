@@ -55,6 +55,8 @@ class Outcome:
     """Runs still marked running after gc."""
     traceback: bool = False
     output: str = ""
+    signals_sent: int = 0
+    """How many of the case's signals were sent (a second Ctrl-C only while a teardown runs)."""
 
     @property
     def clean(self) -> bool:
@@ -106,6 +108,7 @@ def run_case(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
             if i and not _teardown_seen(lines, proc):
                 break  # the run finished its teardown before a second signal could land
             proc.send_signal(sig)
+            out.signals_sent += 1
         out.train_code = proc.wait(timeout=reh.timeout_s)
     finally:
         if proc.poll() is None:
