@@ -123,6 +123,9 @@ def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a shell that started the tests in the background hands its
+        # children an ignored SIGINT, and Python keeps it ignored.
+        preexec_fn=_default_sigint,  # noqa: PLW1509 (one signal call, no locks)
     )
     log = tmp_path / "store" / "runs"
     deadline = time.monotonic() + 600
@@ -143,3 +146,9 @@ def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -
     assert status == "cancelled"
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(tmp_path / "store" / "runs") not in ps  # no MaxText of this run left running
+
+
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
