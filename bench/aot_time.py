@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.checks.aot import AotSetup, check_aot, run_aot
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
 from tpu_trainer.checks.memory_estimate import GIB, raw_estimate
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import CommandResult, CommandRunner, SubprocessRunner
 from tpu_trainer.plan.slices import Slice
 

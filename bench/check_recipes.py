@@ -37,9 +37,9 @@ def main(argv: list[str]) -> int:
         return 1
     start = time.perf_counter()
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.app.resolve import Filters
     from tpu_trainer.checks.run import fast_findings
     from tpu_trainer.plan.plan import Level, PlanOptions
+    from tpu_trainer.recipes.resolve import Filters
 
     imported = time.perf_counter() - start
     opts = PlanOptions(user="bench", now=datetime(2026, 11, 22, 6, 0), profiler=None)

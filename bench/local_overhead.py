@@ -20,8 +20,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from tpu_trainer.app.local_run import ENTRY_MODULE, base_config, local_args
 from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.launchers.local.run import ENTRY_MODULE, base_config, local_args
 from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.runtime.manager import MAXTEXT, is_installed, runtime_python
 

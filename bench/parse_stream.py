@@ -6,7 +6,7 @@ XLA and GKE chatter, Ray-prefixed lines, long HLO lines) with one step line ever
 cycling through every step-line variant the parser reads (plain 0.2.5, Ray prefix with
 colours, Ray ``[repeated Nx]``, before 0.2.2, MoE/MTP suffixes with ``diag:``, rampup). Nothing
 is written to disk. This process reads the pipe line by line through
-``tpu_trainer.frameworks.maxtext_log.iter_events``, keeps only counters, and checks that every
+``tpu_trainer.frameworks.maxtext.log.iter_events``, keeps only counters, and checks that every
 step arrived, in order.
 
 Prints throughput (MiB of log per wall-clock second, and per CPU second of the parsing
@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tpu_trainer.frameworks.maxtext_log import FactKind, StartupFact, StepRecord, iter_events
+from tpu_trainer.frameworks.maxtext.log import FactKind, StartupFact, StepRecord, iter_events
 
 TARGET_MB_S = 100.0
 MIB = 1 << 20

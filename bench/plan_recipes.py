@@ -62,11 +62,6 @@ def find_recipes(folder: Path) -> list[Path]:
 def import_library() -> float:
     """Import the modules the benchmark uses; return the seconds it took."""
     start = time.perf_counter()
-    import tpu_trainer.app.planning
-    import tpu_trainer.app.resolve
-    import tpu_trainer.plan.plan
-    import tpu_trainer.plan.plan_json
-    import tpu_trainer.plan.scripts  # noqa: F401
 
     return time.perf_counter() - start
 
@@ -80,9 +75,9 @@ def make_options() -> PlanOptions:
 def plan_one(script: Path, opts: PlanOptions, stages: dict[str, float]) -> None:
     """Plan one recipe and render its scripts and JSON, adding each stage's time to ``stages``."""
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.app.resolve import Filters
+    from tpu_trainer.launchers.gke.scripts import render_setup, render_submit
     from tpu_trainer.plan.plan_json import plan_json
-    from tpu_trainer.plan.scripts import render_setup, render_submit
+    from tpu_trainer.recipes.resolve import Filters
 
     t0 = time.perf_counter()
     plan = plan_request(Request(str(script.parent), filters=Filters()), opts)

@@ -22,12 +22,17 @@ from typing import Any
 
 import yaml
 
-from tpu_trainer.app import preflight
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.planning import Request, plan_with_config
 from tpu_trainer.app.services import recording_services
 from tpu_trainer.fakecloud.rehearsal import prepare
-from tpu_trainer.plan.kueue import CLUSTER_QUEUE, CONFIGMAP_NAMESPACE, LOCAL_QUEUE, configmap_name
+from tpu_trainer.launchers.gke import preflight
+from tpu_trainer.launchers.gke.kueue import (
+    CLUSTER_QUEUE,
+    CONFIGMAP_NAMESPACE,
+    LOCAL_QUEUE,
+    configmap_name,
+)
 from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.store.db import RunStore
 

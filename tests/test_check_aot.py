@@ -29,7 +29,7 @@ from tpu_trainer.checks.aot import (
     run_aot,
 )
 from tpu_trainer.checks.memory_estimate import GIB
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import CommandResult, CommandRunner, SubprocessRunner
 from tpu_trainer.plan.plan import Level
 from tpu_trainer.plan.slices import Slice

@@ -19,8 +19,8 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.checks.local_files import check_local_files, is_writable
 from tpu_trainer.checks.run import fast_findings
 from tpu_trainer.errors import InputError, TpuTrainerError
+from tpu_trainer.launchers.gke.scripts import render_submit
 from tpu_trainer.plan.plan import Level, Plan, PlanOptions
-from tpu_trainer.plan.scripts import render_submit
 
 CLASSIC = IRONWOOD / "tinyllama-8b" / "8k-bf16-tpu7x-2x2x1" / "xpk" / "run_recipe.sh"
 
@@ -96,7 +96,7 @@ def shared_tmp() -> Iterator[Path]:
 
 
 def test_check_fails_for_a_read_only_recipe_folder_as_a_normal_user(shared_tmp: Path) -> None:
-    from tpu_trainer.checks.maxtext_configs import configs_dir
+    from tpu_trainer.frameworks.maxtext.configs import configs_dir
 
     configs = shutil.copytree(configs_dir(), shared_tmp / "configs")
     folder = _tree(shared_tmp, "readonly")

@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
 from tpu_trainer.checks.memory_estimate import (
     CALIBRATION,
     GIB,
@@ -22,7 +21,8 @@ from tpu_trainer.checks.memory_estimate import (
     raw_estimate,
     usable_hbm,
 )
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Level
 from tpu_trainer.plan.slices import Slice
 

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from tpu_trainer.checks import mesh
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
 from tpu_trainer.checks.mesh_runtime import (
     JaxMeshResult,
     JaxTopology,
@@ -21,7 +20,8 @@ from tpu_trainer.checks.mesh_runtime import (
     check_mesh_with_jax,
     jax_findings,
 )
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice

@@ -11,7 +11,6 @@ from types import ModuleType
 
 import pytest
 
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
 from tpu_trainer.checks.pyconfig import (
     ACCEPTED_BEYOND_BASE,
     DERIVED,
@@ -21,7 +20,8 @@ from tpu_trainer.checks.pyconfig import (
     cli_value,
 )
 from tpu_trainer.checks.pyconfig_runtime import run_pyconfig, verdict_findings
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice

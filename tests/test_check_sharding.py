@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tpu_trainer.checks import mesh, sharding
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice
 

@@ -214,7 +214,12 @@ def test_read_config_list_instead_of_mapping_raises(tmp_path: Path) -> None:
             10,
         ),
         ("cluster_name: demo-cluster", "cluster_name: 12345", "cluster_name", 3),
-        ("base_output_dir: gs://demo-bucket/runs", "base_output_dir: s3://x/y", "base_output_dir", 9),
+        (
+            "base_output_dir: gs://demo-bucket/runs",
+            "base_output_dir: s3://x/y",
+            "base_output_dir",
+            9,
+        ),
         ("maxtext_branch: main", "maxtext_branch: main;reboot", "maxtext_branch", 11),
         ("jax_version: 0.8.1", "jax_version: true", "jax_version", 12),
     ],

@@ -18,8 +18,8 @@ from tpu_trainer.fakecloud import init_state, parse_scenario, read_state
 from tpu_trainer.fakecloud.gcloud import main as gcloud
 from tpu_trainer.fakecloud.scenario import load_scenario
 from tpu_trainer.fakecloud.state import STATE_ENV
-from tpu_trainer.plan.tpu_vm_remote import device_check_command, install_command, train_command
-from tpu_trainer.plan.vm_program import LogFormat, RemoteFile, VmProgram
+from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
+from tpu_trainer.launchers.tpu_vm.remote import device_check_command, install_command, train_command
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "fake-cloud.md"
 ZONE = "europe-west4-a"

@@ -15,12 +15,12 @@ import yaml
 
 from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.app.display import SilentDisplay
-from tpu_trainer.app.gke_run import GkeRun
 from tpu_trainer.app.planning import Request, plan_with_config
-from tpu_trainer.app.provision import CapacityError
 from tpu_trainer.app.services import recording_services
 from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.launchers.gke.provision import CapacityError
+from tpu_trainer.launchers.gke.run import GkeRun
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import RunStatus, RunStore
 

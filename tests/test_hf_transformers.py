@@ -18,7 +18,7 @@ from conftest import GOLDEN, check_golden
 from tpu_trainer.app.results import store_metrics
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.errors import InputError
-from tpu_trainer.frameworks.hf_transformers import (
+from tpu_trainer.frameworks.hf.log import (
     StepTime,
     log_dicts,
     number,
@@ -26,12 +26,12 @@ from tpu_trainer.frameworks.hf_transformers import (
     read_hf_log,
     read_log,
 )
+from tpu_trainer.frameworks.hf.program import HfSettings, hf_program, render_train_script
+from tpu_trainer.frameworks.hf.runtime import install_hf
+from tpu_trainer.frameworks.hf.train_script import SCRIPT_NAME
 from tpu_trainer.infra.runner import SubprocessRunner
-from tpu_trainer.plan.hf_program import HfSettings, hf_program, render_train_script
-from tpu_trainer.plan.hf_train_script import SCRIPT_NAME
-from tpu_trainer.plan.metrics import summarize
+from tpu_trainer.metrics.summary import summarize
 from tpu_trainer.plan.slices import Slice
-from tpu_trainer.runtime.hf_runtime import install_hf
 from tpu_trainer.store.db import RunStatus, RunStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hf"

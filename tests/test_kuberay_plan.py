@@ -16,7 +16,7 @@ from conftest import GOLDEN, RECIPES, check_golden, plan_for
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra import crd
 from tpu_trainer.infra.runner import SubprocessRunner
-from tpu_trainer.plan.kuberay import (
+from tpu_trainer.launchers.kuberay.manifests import (
     ACCELERATOR_LABEL,
     NAME_MAX,
     TOPOLOGY_LABEL,
@@ -29,8 +29,8 @@ from tpu_trainer.plan.kuberay import (
     manifest_yaml,
     raycluster,
 )
+from tpu_trainer.launchers.ray.entry import JaxScaling
 from tpu_trainer.plan.naming import is_valid_workload_name
-from tpu_trainer.plan.ray_entry import JaxScaling
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.runtime.ray_runtime import install_ray
 

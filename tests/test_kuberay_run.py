@@ -13,16 +13,16 @@ import pytest
 
 from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
 from tpu_trainer.app.display import SilentDisplay
-from tpu_trainer.app.kuberay_run import KubeRayRun
 from tpu_trainer.app.planning import Request, plan_request
-from tpu_trainer.app.ray_follow import Deadlines
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.fakecloud import fake_cloud_env, init_state, parse_scenario, write_shims
 from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
 from tpu_trainer.fakecloud.ray_k8s import configure_ray
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
-from tpu_trainer.plan.kuberay import RaySettings
+from tpu_trainer.launchers.kuberay.manifests import RaySettings
+from tpu_trainer.launchers.kuberay.run import KubeRayRun
+from tpu_trainer.launchers.ray.follow import Deadlines
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
@@ -189,11 +189,11 @@ def test_ctrl_c_while_following_stops_the_job_cancels_the_run_and_deletes(cloud:
 def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
     cloud: Cloud,
 ) -> None:
-    from tpu_trainer.app.kuberay_cluster import KubeRayCluster, KubeRayTeardown
     from tpu_trainer.infra.gcloud import Gcloud
     from tpu_trainer.infra.kubectl import Kubectl
     from tpu_trainer.infra.xpk import Xpk
-    from tpu_trainer.plan.kuberay import kuberay_plan
+    from tpu_trainer.launchers.kuberay.cluster import KubeRayCluster, KubeRayTeardown
+    from tpu_trainer.launchers.kuberay.manifests import kuberay_plan
 
     store, display = cloud.store, SilentDisplay()
     store.create_run(

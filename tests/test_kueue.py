@@ -13,8 +13,8 @@ import yaml
 
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.crd import validate
-from tpu_trainer.plan import kueue
-from tpu_trainer.plan.kueue import (
+from tpu_trainer.launchers.gke import kueue
+from tpu_trainer.launchers.gke.kueue import (
     cluster_queue,
     cluster_queue_repair,
     configmap_patch,

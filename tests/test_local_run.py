@@ -11,9 +11,9 @@ from datetime import datetime
 from pathlib import Path
 
 from conftest import CONFIG, RECIPES, plan_for
-from tpu_trainer.app.local_run import base_config, local_args
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.infra.tool_env import cache_dir
+from tpu_trainer.launchers.local.run import base_config, local_args
 from tpu_trainer.plan.plan import PlanOptions
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "local" / "tiny-llama"

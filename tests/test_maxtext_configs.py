@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs, MaxTextConfigsError, configs_dir
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, MaxTextConfigsError, configs_dir
 
 
 def test_without_the_runtime_the_wheel_gives_the_files(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.cli.collect_cmd import collect
 from tpu_trainer.errors import InputError
-from tpu_trainer.frameworks.maxtext_log import (
+from tpu_trainer.frameworks.maxtext.log import (
     FactKind,
     HiddenStep,
     ParsedLog,
@@ -24,7 +24,7 @@ from tpu_trainer.frameworks.maxtext_log import (
     parse_line,
     read_log,
 )
-from tpu_trainer.plan.metrics import RunMetrics, compare, summarize
+from tpu_trainer.metrics.summary import RunMetrics, compare, summarize
 from tpu_trainer.plan.slices import Slice
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs"

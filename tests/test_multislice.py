@@ -148,10 +148,10 @@ def test_not_logged_in_stops_before_the_first_create_and_says_gcloud_auth_login(
 def test_a_wrong_cluster_name_is_named_with_the_clusters_that_exist(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from tpu_trainer.app.preflight import NotReadyError, require_cluster
     from tpu_trainer.fakecloud.rehearsal import prepare
     from tpu_trainer.infra.gcloud import Gcloud
     from tpu_trainer.infra.runner import SubprocessRunner
+    from tpu_trainer.launchers.gke.preflight import NotReadyError, require_cluster
 
     config, env, _ = prepare(_scenario(tmp_path), None, cli_env(tmp_path), fresh=True)
     gcloud = Gcloud(SubprocessRunner(env=env), config.project_id)
@@ -198,9 +198,9 @@ def test_pods_that_never_schedule_fail_at_the_schedule_deadline_with_the_last_re
 
 def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) -> None:
     from tpu_trainer.app.display import SilentDisplay
-    from tpu_trainer.app.provision import Provisioner
     from tpu_trainer.app.services import recording_services
     from tpu_trainer.fakecloud.rehearsal import prepare
+    from tpu_trainer.launchers.gke.provision import Provisioner
     from tpu_trainer.plan.slices import Slice
     from tpu_trainer.store.db import RunStore
 

@@ -7,8 +7,8 @@ import shlex
 import pytest
 
 from conftest import GOLDEN, check_golden
-from tpu_trainer.plan.capacity import Survey, Verdict, judge, order
-from tpu_trainer.plan.nodepool import (
+from tpu_trainer.launchers.gke.capacity import Survey, Verdict, judge, order
+from tpu_trainer.launchers.gke.nodepool import (
     NodePoolRequest,
     gcloud_create_argv,
     machine_types,

@@ -6,10 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 from conftest import CONFIG, RECIPES, plan_for
-from tpu_trainer.app.preflight import Observed, checks, multislice_checks
 from tpu_trainer.config.load import read_config
 from tpu_trainer.infra.gcloud import Cluster, NodePool
-from tpu_trainer.plan.kueue import cluster_queue, local_queue, resource_flavor
+from tpu_trainer.launchers.gke.kueue import cluster_queue, local_queue, resource_flavor
+from tpu_trainer.launchers.gke.preflight import Observed, checks, multislice_checks
 from tpu_trainer.plan.plan import Level
 
 

@@ -9,14 +9,6 @@ from pathlib import Path
 import pytest
 
 from tpu_trainer.app.display import SilentDisplay
-from tpu_trainer.app.ray_follow import (
-    Deadlines,
-    FollowedJob,
-    JobEnd,
-    JobLogs,
-    RayJobFollower,
-    Waiting,
-)
 from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
 from tpu_trainer.infra.ray_jobs import (
     JobStatus,
@@ -25,6 +17,14 @@ from tpu_trainer.infra.ray_jobs import (
     RayJobsError,
     parse_job,
     submit_body,
+)
+from tpu_trainer.launchers.ray.follow import (
+    Deadlines,
+    FollowedJob,
+    JobEnd,
+    JobLogs,
+    RayJobFollower,
+    Waiting,
 )
 
 TOKEN = "a-test-token-0123456789"

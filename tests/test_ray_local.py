@@ -17,11 +17,11 @@ from conftest import CONFIG
 from ray_head import RayHead, group_alive, local_ray_head
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.planning import Request, plan_request
-from tpu_trainer.app.ray_follow import Deadlines, JobEnd, JobLogs, RayJobFollower, Waiting
-from tpu_trainer.app.ray_local_run import LocalRayRun
 from tpu_trainer.infra.ray_jobs import JobStatus, RayJobsClient, RayJobsError, submit_body
+from tpu_trainer.launchers.local.ray_run import LocalRayRun
+from tpu_trainer.launchers.ray.entry import JOB_ENV
+from tpu_trainer.launchers.ray.follow import Deadlines, JobEnd, JobLogs, RayJobFollower, Waiting
 from tpu_trainer.plan.plan import PlanOptions
-from tpu_trainer.plan.ray_entry import JOB_ENV
 from tpu_trainer.store.db import RunStatus, RunStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "local" / "tiny-llama"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpu_trainer.frameworks.maxtext_log import read_log
-from tpu_trainer.frameworks.ray_log import (
+from tpu_trainer.frameworks.maxtext.log import read_log
+from tpu_trainer.launchers.ray.log import (
     Worker0Lines,
     WorkerId,
     parse_ray_line,

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import IRONWOOD, RECIPES, RECIPES_ROOT
 from tpu_trainer.errors import RecipeError
-from tpu_trainer.plan.recipe import Framework, Recipe, StepKind, parse_recipe
+from tpu_trainer.recipes.recipe import Framework, Recipe, StepKind, parse_recipe
 
 
 def read(kind: str) -> Recipe:

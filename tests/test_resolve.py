@@ -1,4 +1,4 @@
-"""Tests for ``tpu_trainer.app.resolve`` and ``tpu_trainer.plan.recipe_folder``."""
+"""Tests for ``tpu_trainer.recipes.resolve`` and ``tpu_trainer.recipes.folder``."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tpu_trainer.app.resolve import (
+from tpu_trainer.catalog.accelerators import Precision
+from tpu_trainer.errors import InputError
+from tpu_trainer.recipes.folder import parse_folder_name
+from tpu_trainer.recipes.resolve import (
     Filters,
     recipes_under,
     resolve,
     resolve_model,
     resolve_path,
 )
-from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.errors import InputError
-from tpu_trainer.plan.recipe_folder import parse_folder_name
 
 # Recipe folders, relative to <root>/training/ironwood; True when they have the xpk/ level.
 TREE = {

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from conftest import RECIPES, RECIPES_ROOT, TESTS
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs, parse_value
-from tpu_trainer.plan.scale_down import ScaledArgs, scale_down
-from tpu_trainer.plan.scale_down_rules import TPU_ATTENTION
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, parse_value
+from tpu_trainer.frameworks.maxtext.scale_down import ScaledArgs, scale_down
+from tpu_trainer.frameworks.maxtext.scale_down_rules import TPU_ATTENTION
 
 SCALE_DOWN = TESTS / "fixtures" / "scale_down" / "training" / "ironwood"
 DENSE_RECIPE = SCALE_DOWN / "llama3.1-70b" / "8k-bf16-tpu7x-4x4x4"

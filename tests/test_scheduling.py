@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpu_trainer.plan.scheduling import (
+from tpu_trainer.launchers.gke.scheduling import (
     first_unscheduled,
     kueue_reason,
     unscheduled_reason,

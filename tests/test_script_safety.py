@@ -19,9 +19,9 @@ import pytest
 from conftest import CONFIG, IRONWOOD, NOW, RECIPES, plan_for, write_tool
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import InputError, RecipeError
+from tpu_trainer.launchers.gke.scripts import render_submit
 from tpu_trainer.plan.plan import Plan, PlanOptions
-from tpu_trainer.plan.recipe import parse_recipe
-from tpu_trainer.plan.scripts import render_submit
+from tpu_trainer.recipes.recipe import parse_recipe
 
 CLASSIC = IRONWOOD / "tinyllama-8b" / "8k-bf16-tpu7x-2x2x1" / "xpk" / "run_recipe.sh"
 _RECORDER = f"""#!{sys.executable}
@@ -259,7 +259,7 @@ def test_a_secret_in_an_xpk_flag_is_refused_with_a_fix_that_names_the_arguments(
 
 
 def test_the_ray_job_refuses_a_secret_argument_with_a_fix_that_works(tmp_path: Path) -> None:
-    from tpu_trainer.plan.ray_entry import tpu_args
+    from tpu_trainer.launchers.ray.entry import tpu_args
 
     plan = _plan(_recipe_tree(tmp_path / "recipes", "token", _TOKEN_RECIPE))
     with pytest.raises(InputError) as info:

@@ -53,7 +53,11 @@ def test_slice_parse_seed000_number_form_gives_same_row(
     s = Slice.parse(number_form)
     assert s == Slice.parse(device_type)
     assert (s.chips, s.jax_devices, s.hosts, s.kueue_flavor(), s.kueue_quota()) == (
-        chips, jax_devices, hosts, flavor, quota,
+        chips,
+        jax_devices,
+        hosts,
+        flavor,
+        quota,
     )
     assert s.device_type_number == number_form
 

@@ -9,9 +9,16 @@ import pytest
 
 from tpu_trainer.catalog.accelerators import ACCELERATORS, Family
 from tpu_trainer.errors import InputError
-from tpu_trainer.plan.naming import is_valid_workload_name
-from tpu_trainer.plan.slices import Slice
-from tpu_trainer.plan.tpu_vm import (
+from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram
+from tpu_trainer.launchers.tpu_vm.remote import (
+    device_check_command,
+    device_problems,
+    failed_workers,
+    install_command,
+    stop_command,
+    train_command,
+)
+from tpu_trainer.launchers.tpu_vm.spec import (
     Provisioning,
     TpuVmSpec,
     create_argv,
@@ -21,15 +28,8 @@ from tpu_trainer.plan.tpu_vm import (
     tpu_vm_spec,
     vm_name,
 )
-from tpu_trainer.plan.tpu_vm_remote import (
-    device_check_command,
-    device_problems,
-    failed_workers,
-    install_command,
-    stop_command,
-    train_command,
-)
-from tpu_trainer.plan.vm_program import LogFormat, VmProgram
+from tpu_trainer.plan.naming import is_valid_workload_name
+from tpu_trainer.plan.slices import Slice
 
 
 def _spec(
@@ -221,7 +221,7 @@ def test_parse_node_reads_state_runtime_and_one_endpoint_per_worker() -> None:
 
 
 def test_a_program_refuses_file_and_variable_names_a_shell_could_misread() -> None:
-    from tpu_trainer.plan.vm_program import RemoteFile
+    from tpu_trainer.frameworks.vm_program import RemoteFile
 
     with pytest.raises(InputError, match="not a plain file name"):
         VmProgram(

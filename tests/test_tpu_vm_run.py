@@ -20,18 +20,18 @@ import pytest
 
 from conftest import CONFIG, RECIPES, RECIPES_ROOT
 from tpu_trainer.app.display import SilentDisplay
-from tpu_trainer.app.tpu_vm_provision import ProvisionError
-from tpu_trainer.app.tpu_vm_run import TpuVmRun
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.fakecloud import fake_cloud_env, init_state, load_scenario, write_shims
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
-from tpu_trainer.frameworks.tunix import tunix_program
+from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile
+from tpu_trainer.frameworks.tunix.program import tunix_program
+from tpu_trainer.frameworks.vm_program import maxtext_program
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
+from tpu_trainer.launchers.tpu_vm.provision import ProvisionError
+from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
+from tpu_trainer.launchers.tpu_vm.spec import Provisioning, tpu_vm_spec
 from tpu_trainer.plan.slices import Slice
-from tpu_trainer.plan.tpu_vm import Provisioning, tpu_vm_spec
-from tpu_trainer.plan.tunix_config import GrpoSettings, MemoryProfile
-from tpu_trainer.plan.vm_program import maxtext_program
 from tpu_trainer.store.db import RunStatus, RunStore
 
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "tpu_vm"
@@ -365,7 +365,7 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
 def test_transformers_on_a_v5e8_vm_stores_its_steps_and_passes_hf_token_by_name_only(
     tmp_path: Path,
 ) -> None:
-    from tpu_trainer.plan.hf_program import HfSettings, hf_program
+    from tpu_trainer.frameworks.hf.program import HfSettings, hf_program
 
     cloud = _cloud(tmp_path, "hf_v5e8.yaml", HF_TOKEN=HF_TOKEN)
     run = TpuVmRun(

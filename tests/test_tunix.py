@@ -10,16 +10,7 @@ import pytest
 import yaml
 
 from tpu_trainer.errors import InputError
-from tpu_trainer.frameworks.tunix import (
-    TunixCase,
-    check_with_tunix,
-    parse_step,
-    read_log,
-    render_launcher,
-    tunix_program,
-)
-from tpu_trainer.infra.runner import SubprocessRunner
-from tpu_trainer.plan.tunix_config import (
+from tpu_trainer.frameworks.tunix.config import (
     GrpoSettings,
     MemoryProfile,
     Mesh,
@@ -28,7 +19,16 @@ from tpu_trainer.plan.tunix_config import (
     render_grpo_config,
     with_profile,
 )
-from tpu_trainer.plan.vm_program import LogFormat
+from tpu_trainer.frameworks.tunix.program import (
+    TunixCase,
+    check_with_tunix,
+    parse_step,
+    read_log,
+    render_launcher,
+    tunix_program,
+)
+from tpu_trainer.frameworks.vm_program import LogFormat
+from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.runtime.manager import TUNIX, install
 
 ROLES = ("model_config", "actor_model_config", "reference_model_config", "rollout_model_config")

@@ -1,6 +1,6 @@
 """Check the recipe reader against bash itself.
 
-``tpu_trainer.plan.recipe.parse_recipe`` reads a tpu-recipes ``run_recipe.sh`` without running
+``tpu_trainer.recipes.recipe.parse_recipe`` reads a tpu-recipes ``run_recipe.sh`` without running
 it: it follows quoting, line continuations and variable expansion on its own. This script
 checks that reading against the real thing. For every ``run_recipe.sh`` under a folder it
 
@@ -51,7 +51,7 @@ if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
 from tpu_trainer.errors import RecipeError  # noqa: E402
-from tpu_trainer.plan.recipe import Recipe, parse_recipe  # noqa: E402
+from tpu_trainer.recipes.recipe import Recipe, parse_recipe  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
 TEST_USER = "test_user"

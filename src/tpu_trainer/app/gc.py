@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpu_trainer.app.pool_delete import PoolDeleter
 from tpu_trainer.app.services import Services
-from tpu_trainer.app.teardown import RunTeardown, TeardownReport, gc_candidates, orphan_tool_pools
 from tpu_trainer.errors import InputError, TpuTrainerError
+from tpu_trainer.launchers.gke.pool_delete import PoolDeleter
+from tpu_trainer.launchers.gke.teardown import (
+    RunTeardown,
+    TeardownReport,
+    gc_candidates,
+    orphan_tool_pools,
+)
 from tpu_trainer.store.db import RunStatus
 
 
@@ -40,15 +45,15 @@ class CleanupResult:
 
 def teardown_for(svc: Services, launcher: str, dry_run: bool, poll_s: float) -> RunTeardown:
     """The teardown that knows the kinds of resource a launcher makes."""
-    from tpu_trainer.app.teardown import Teardown
+    from tpu_trainer.launchers.gke.teardown import Teardown
 
     if launcher == "tpu-vm":
-        from tpu_trainer.app.tpu_vm_teardown import TpuVmTeardown
         from tpu_trainer.infra.tpu_vm import TpuVmCloud
+        from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 
         return TpuVmTeardown(svc.store, TpuVmCloud(svc.runner), svc.display, dry_run=dry_run)
     if launcher == "kuberay":
-        from tpu_trainer.app.kuberay_cluster import KubeRayTeardown
+        from tpu_trainer.launchers.kuberay.cluster import KubeRayTeardown
 
         return KubeRayTeardown(
             svc.store, svc.gcloud, svc.xpk, svc.display, svc.kubectl, dry_run=dry_run

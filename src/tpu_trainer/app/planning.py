@@ -7,12 +7,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpu_trainer.app.resolve import Filters, RecipeRef, resolve
 from tpu_trainer.config.load import load_config
 from tpu_trainer.config.model import EMPTY, Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.plan import Plan, PlanOptions, build_plan
-from tpu_trainer.plan.recipe import parse_recipe
+from tpu_trainer.recipes.recipe import parse_recipe
+from tpu_trainer.recipes.resolve import Filters, RecipeRef, resolve
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from typing import Any
 
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.frameworks.maxtext_log import read_log
-from tpu_trainer.plan.metrics import RunMetrics, summarize
+from tpu_trainer.frameworks.maxtext.log import read_log
+from tpu_trainer.metrics.summary import RunMetrics, summarize
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
 from tpu_trainer.report.readme import Lang

@@ -21,7 +21,7 @@ class StepDisplay:
     _seconds: list[float] = field(default_factory=list)
 
     def __call__(self, line: str) -> None:
-        from tpu_trainer.frameworks.maxtext_log import StepRecord, parse_line
+        from tpu_trainer.frameworks.maxtext.log import StepRecord, parse_line
 
         if not line:
             return

@@ -22,8 +22,8 @@ from typing import Any
 from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.catalog.error_signatures import by_id, parse_size
 from tpu_trainer.checks import memory_estimate as est
-from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.diagnose import diagnose
 from tpu_trainer.plan.plan import Finding, Level
@@ -526,7 +526,7 @@ def check_aot(
 
 
 def effective_config(request: MaxTextRequest, env: dict[str, str] | None) -> dict[str, Any] | None:
-    from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
+    from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
 
     try:
         return MaxTextConfigs.load(env, fetch=False).effective(request.args)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Family
-from tpu_trainer.checks.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice, valid_topologies
 

@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from tpu_trainer.catalog.accelerators import Family
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
-from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice

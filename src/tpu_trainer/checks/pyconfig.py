@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs, parse_value
-from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.config.model import short
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, parse_value
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT
 

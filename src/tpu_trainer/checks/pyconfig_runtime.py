@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.checks.pyconfig import RENAMES, RUNTIME_NAME
-from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT, RuntimeSetupError, is_installed, runtime_python

@@ -154,8 +154,8 @@ def check_zone(zone: str, reservations: Sequence[Reservation]) -> list[Finding]:
 
 def _siblings(plan: Plan) -> list[Sibling]:
     from tpu_trainer.app.planning import read_recipe_file
-    from tpu_trainer.app.resolve import recipes_under
-    from tpu_trainer.plan.recipe import parse_recipe
+    from tpu_trainer.recipes.recipe import parse_recipe
+    from tpu_trainer.recipes.resolve import recipes_under
 
     own = plan.folder
     if own is None:

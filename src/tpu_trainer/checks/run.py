@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs
-from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.config.model import short
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level, Plan
-from tpu_trainer.plan.recipe import Framework
+from tpu_trainer.recipes.recipe import Framework
 
 FastCheck = Callable[[MaxTextRequest, MaxTextConfigs, Mapping[str, Any]], list[Finding]]
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tpu_trainer.checks import mesh
-from tpu_trainer.checks.maxtext_configs import MaxTextConfigs, parse_value
-from tpu_trainer.checks.request import MaxTextRequest
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, parse_value
+from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice
 

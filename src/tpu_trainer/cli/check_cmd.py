@@ -57,8 +57,8 @@ def check(
     """Check a recipe before asking for capacity: MaxText configuration, mesh, sharding, memory
     fit, data, recipe sanity. Exits 1 when a check fails."""
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.app.resolve import Filters
     from tpu_trainer.checks.run import CheckReport, fast_findings, runtime_findings
+    from tpu_trainer.recipes.resolve import Filters
 
     plan = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config),

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from tpu_trainer.catalog.accelerators import Precision
-    from tpu_trainer.plan.metrics import RunMetrics
+    from tpu_trainer.metrics.summary import RunMetrics
 
 LogArg = Annotated[
     str,
@@ -64,8 +64,8 @@ def collect(
     Per-chip figures multiply MaxText's per-device ones by the JAX devices per chip (2 on
     TPU v7). Exits 1 when the log holds no step line.
     """
-    from tpu_trainer.frameworks.maxtext_log import read_log
-    from tpu_trainer.plan.metrics import summarize
+    from tpu_trainer.frameworks.maxtext.log import read_log
+    from tpu_trainer.metrics.summary import summarize
     from tpu_trainer.plan.slices import Slice
 
     chosen = Slice.parse(slice_name)

@@ -115,7 +115,7 @@ def compare(
     as_json: JsonOpt = False,
 ) -> None:
     """Ratios of two runs' steady states (e.g. fp8 against bf16)."""
-    from tpu_trainer.plan.metrics import compare_figures
+    from tpu_trainer.metrics.summary import compare_figures
 
     store = _store()
     a, b = _run(store, run_a), _run(store, run_b)

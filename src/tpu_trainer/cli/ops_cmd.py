@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tpu_trainer.app.gc import Cleaner
-    from tpu_trainer.app.preflight import Check
     from tpu_trainer.app.services import Services
     from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.launchers.gke.preflight import Check
     from tpu_trainer.store.db import RunStore
 
 FixOpt = Annotated[bool, typer.Option("--fix", help="Apply the fixes of failed checks.")]
@@ -42,8 +42,8 @@ def preflight(
     With --fix, the failures that have a command are fixed and everything is checked again;
     the exit status is 1 while any check still fails. --fix --dry-run prints the commands (and
     the manifests they apply) and changes nothing."""
-    from tpu_trainer.app import preflight as pf
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
+    from tpu_trainer.launchers.gke import preflight as pf
     from tpu_trainer.plan.plan import Level, PlanOptions
 
     setup, svc = _services(config, rehearse, dry_run)
@@ -86,8 +86,8 @@ def _show_fixes(failing: list[Check], say: Callable[[str], None]) -> None:
 
 def _apply_fixes(failing: list[Check], svc: Services, say: Callable[[str], None]) -> bool:
     """Run the fix of every failing check that has one; returns whether any ran."""
-    from tpu_trainer.app.kueue_setup import apply_fix
     from tpu_trainer.errors import TpuTrainerError
+    from tpu_trainer.launchers.gke.kueue_setup import apply_fix
 
     ran = False
     for check in failing:

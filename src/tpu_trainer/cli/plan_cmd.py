@@ -100,7 +100,7 @@ def plan(
 ) -> None:
     """Show what the tool would do for a recipe, offline: slice, names, values, files, commands."""
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.app.resolve import Filters
+    from tpu_trainer.recipes.resolve import Filters
 
     p = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config),
@@ -141,8 +141,8 @@ def scripts(
     """Write setup_training_env.sh and submit_<model>.sh into the recipe folder."""
     from tpu_trainer.app.files import write_generated
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.app.resolve import Filters
-    from tpu_trainer.plan.scripts import render_setup, render_submit
+    from tpu_trainer.launchers.gke.scripts import render_setup, render_submit
+    from tpu_trainer.recipes.resolve import Filters
 
     p: Plan = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config, require_config=True),

@@ -32,7 +32,7 @@ def install(
         python = install_ray(SubprocessRunner(), lambda line: typer.echo(line, err=True))
         typer.echo(f"{RAY.key} (on {RUNTIMES['maxtext'].key}): {python}")
         return
-    from tpu_trainer.runtime.hf_runtime import HF
+    from tpu_trainer.frameworks.hf.runtime import HF
 
     spec = {**RUNTIMES, HF.name: HF}.get(name)
     if spec is None:

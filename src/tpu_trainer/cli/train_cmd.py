@@ -26,8 +26,8 @@ from tpu_trainer.cli.common import (
 from tpu_trainer.report.model import ReportLang
 
 if TYPE_CHECKING:
-    from tpu_trainer.app.gke_run import RunOutcome
     from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.launchers.gke.run import RunOutcome
     from tpu_trainer.plan.plan import Plan
 
 WaitOpt = Annotated[
@@ -75,11 +75,11 @@ def train(
 
     The fast pre-flight checks (`tpu-trainer check --fast`) run first: a failure stops the run
     before any capacity is asked for, unless --skip-checks."""
-    from tpu_trainer.app.gke_run import GkeRun
     from tpu_trainer.app.planning import Request, plan_request, plan_with_config
-    from tpu_trainer.app.resolve import Filters
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
+    from tpu_trainer.launchers.gke.run import GkeRun
+    from tpu_trainer.recipes.resolve import Filters
 
     options = plan_cmd._options(
         sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, None
@@ -206,7 +206,7 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
     GKE otherwise; combinations that cannot work are refused with the flag to change."""
     from tpu_trainer.catalog.accelerators import Family
     from tpu_trainer.errors import InputError
-    from tpu_trainer.plan.recipe import Framework
+    from tpu_trainer.recipes.recipe import Framework
 
     device = plan.slice.device_type
     on_cpu = plan.slice.family is Family.CPU
@@ -239,7 +239,7 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
 def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: float) -> RunOutcome:
     """The recipe's MaxText command on every worker of a TPU VM made for the run."""
     from tpu_trainer.cli.vm_programs_cmd import run_on_tpu_vm
-    from tpu_trainer.plan.vm_program import maxtext_program
+    from tpu_trainer.frameworks.vm_program import maxtext_program
 
     zone = plan.value_of("ZONE") or None
     return run_on_tpu_vm(
@@ -257,9 +257,9 @@ def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: floa
 
 def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: str) -> RunOutcome:
     """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context)."""
-    from tpu_trainer.app.kuberay_run import KubeRayRun
     from tpu_trainer.app.services import new_run_id
-    from tpu_trainer.plan.kuberay import RaySettings
+    from tpu_trainer.launchers.kuberay.manifests import RaySettings
+    from tpu_trainer.launchers.kuberay.run import KubeRayRun
 
     services = setup.services
     run_id = new_run_id()
@@ -279,10 +279,10 @@ def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: st
 
 def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> None:
     """Train ``plan`` with the local launcher (scaled down first when asked)."""
-    from tpu_trainer.app.local_run import LocalRun, scaled_args
     from tpu_trainer.cli.console import RichDisplay
     from tpu_trainer.cli.services_cli import open_store
     from tpu_trainer.infra.runner import SubprocessRunner
+    from tpu_trainer.launchers.local.run import LocalRun, scaled_args
 
     scaled = scaled_args(plan) if scale_down else None
     label = request + (" --backend local --scale-down" if scale_down else "")
@@ -308,10 +308,10 @@ def resume(
     """Follow a crashed run's workload again, then collect, report and clean up as usual."""
     from datetime import datetime
 
-    from tpu_trainer.app.gke_run import GkeRun
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
+    from tpu_trainer.launchers.gke.run import GkeRun
     from tpu_trainer.plan.plan import PlanOptions
 
     setup = build(config, rehearse)

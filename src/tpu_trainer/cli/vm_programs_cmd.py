@@ -12,11 +12,11 @@ from tpu_trainer.cli.common import ConfigOpt, RehearseOpt
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tpu_trainer.app.gke_run import RunOutcome
     from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.frameworks.vm_program import VmProgram
+    from tpu_trainer.launchers.gke.run import RunOutcome
     from tpu_trainer.plan.plan import Plan
     from tpu_trainer.plan.slices import Slice
-    from tpu_trainer.plan.vm_program import VmProgram
 
 DeviceOpt = Annotated[
     str, typer.Option("--device-type", help="TPU VM accelerator type, e.g. v6e-16 or v5litepod-8.")
@@ -47,9 +47,9 @@ def grpo(
     from dataclasses import replace
 
     from tpu_trainer.errors import InputError
-    from tpu_trainer.frameworks.tunix import tunix_program
+    from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile
+    from tpu_trainer.frameworks.tunix.program import tunix_program
     from tpu_trainer.plan.slices import Slice
-    from tpu_trainer.plan.tunix_config import GrpoSettings, MemoryProfile
 
     try:
         chosen = MemoryProfile(profile)
@@ -78,7 +78,7 @@ def hf(
     """Hugging Face Transformers (SPMD FSDPv2 on PyTorch/XLA) on a TPU VM."""
     from dataclasses import replace
 
-    from tpu_trainer.plan.hf_program import HfSettings, hf_program
+    from tpu_trainer.frameworks.hf.program import HfSettings, hf_program
     from tpu_trainer.plan.slices import Slice
 
     settings = HfSettings()
@@ -127,9 +127,9 @@ def run_on_tpu_vm(
     """``program`` on every worker of a TPU VM made for the run (zone: the configured one unless
     given); with a recipe's ``plan`` the run also gets its model README section."""
     from tpu_trainer.app.services import new_run_id
-    from tpu_trainer.app.tpu_vm_run import TpuVmRun
     from tpu_trainer.catalog.accelerators import Precision
-    from tpu_trainer.plan.tpu_vm import tpu_vm_spec
+    from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
+    from tpu_trainer.launchers.tpu_vm.spec import tpu_vm_spec
 
     services = setup.services
     run_id = new_run_id()

@@ -1,4 +1,4 @@
-"""gcloud for TPU VMs: a thin client over the argv built in :mod:`tpu_trainer.plan.tpu_vm`."""
+"""gcloud for TPU VMs: a thin client over the argv built in :mod:`tpu_trainer.launchers.tpu_vm.spec`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tpu_trainer.infra.gcloud import is_not_found
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner, LineSink
-from tpu_trainer.plan.tpu_vm import (
+from tpu_trainer.launchers.tpu_vm.spec import (
     TpuNode,
     TpuVmSpec,
     create_argv,

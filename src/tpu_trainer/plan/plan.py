@@ -12,9 +12,6 @@ from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
 from tpu_trainer.plan.plan_values import Finding, Level, Variable
-from tpu_trainer.plan.recipe import Framework, Recipe
-from tpu_trainer.plan.recipe_folder import RecipeFolder
-from tpu_trainer.plan.shell_words import Lit, Placeholder, Ref, Word
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.plan.submit_values import (
     check_references,
@@ -23,6 +20,9 @@ from tpu_trainer.plan.submit_values import (
     is_secret_name,
     recipe_references,
 )
+from tpu_trainer.recipes.folder import RecipeFolder
+from tpu_trainer.recipes.recipe import Framework, Recipe
+from tpu_trainer.recipes.shell_words import Lit, Placeholder, Ref, Word
 
 __all__ = [
     "ArgChange",

@@ -1,0 +1,202 @@
+"""Following a workload on GKE: wait for its pods, stream worker 0's log, watch for fatal errors.
+
+A fatal error in any log (out of memory, mesh, topology, StopIteration, a config error) ends
+the wait at once, so the run can be diagnosed and torn down within seconds instead of hours.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.redact import Redactor
+from tpu_trainer.infra.runner import CommandFailed, CommandRunner
+from tpu_trainer.launchers.gke.pods import JOBSET_LABEL, PodView, ordered, summarize
+from tpu_trainer.launchers.gke.scheduling import first_unscheduled, kueue_reason, workload_of
+from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
+
+KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
+
+LineHandler = Callable[[str], None]
+_OTHER_HOSTS_TAIL = 400
+
+
+@dataclass
+class FollowResult:
+    started: bool
+    """All pods got past Pending."""
+    stream_code: int | None
+    fatal: list[Match] = field(default_factory=list)
+    pods: list[PodView] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def failed_fast(self) -> bool:
+        return bool(self.fatal)
+
+
+@dataclass
+class Follower:
+    kubectl: Kubectl
+    runner: CommandRunner
+    display: Display
+    workload: str
+    expected_pods: int
+    log_path: Path
+    on_line: LineHandler
+    poll_seconds: float = 15.0
+    start_timeout_s: float = 6 * 3600.0
+    schedule_timeout_s: float = 1800.0
+    """How long the pods may stay unscheduled (not admitted by Kueue, or not placed)."""
+    namespace: str = "default"
+
+    def run(self) -> FollowResult:
+        pods, why = self._wait_started()
+        if pods is None:
+            return FollowResult(False, None, message=why)
+        if not pods:
+            return FollowResult(False, None, message="the workload has no pods")
+        worker0 = pods[0]
+        self.display.info(f"following {worker0.name} (container {worker0.main_container})")
+        code, fatal = self._stream(worker0)
+        if not fatal:
+            fatal = self._scan_others(pods[1:])
+        return FollowResult(True, code, fatal, self._pods() or pods)
+
+    # ---- pods -------------------------------------------------------------------------
+    def _raw_pods(self) -> list[dict[str, Any]]:
+        return self.kubectl.list_objects("pods", selector=f"{JOBSET_LABEL}={self.workload}")
+
+    def _pods(self) -> list[PodView]:
+        return ordered(self._raw_pods())
+
+    def _wait_started(self) -> tuple[list[PodView] | None, str]:
+        """Wait until every pod runs. Gives up after ``start_timeout_s``, or sooner when the
+        pods stay unscheduled (Kueue or the scheduler) for ``schedule_timeout_s``: then the
+        message carries the last reason given."""
+        started = time.monotonic()
+        blocked_since: float | None = None
+        while (now := time.monotonic()) - started < self.start_timeout_s:
+            raw = self._raw_pods()
+            pods = ordered(raw)
+            summary = summarize(pods, self.expected_pods)
+            if summary.all_started or summary.finished:
+                self.display.info(summary.line())
+                return pods, ""
+            blocker = self._blocker(raw)
+            if blocker is None:
+                blocked_since = None
+            else:
+                blocked_since = now if blocked_since is None else blocked_since
+                if now - blocked_since >= self.schedule_timeout_s:
+                    return None, (
+                        f"{self.workload} was not scheduled within {self.schedule_timeout_s:.0f} "
+                        f"s; last reason: {blocker}"
+                    )
+            self.display.waiting(blocker or summary.line(), now - started)
+            time.sleep(self.poll_seconds)
+        return None, f"pods did not start within {self.start_timeout_s:.0f} s"
+
+    def _blocker(self, raw: list[dict[str, Any]]) -> str | None:
+        """Why the pods are not placed yet: Kueue's reason while there are none, else the
+        scheduler's for the first pod it cannot place; None while they are on their way."""
+        if not raw:
+            return self._not_admitted()
+        found = first_unscheduled(raw)
+        if found is None:
+            return None
+        pod, reason = found
+        return f"the scheduler cannot place {pod}: {reason}"
+
+    def _not_admitted(self) -> str:
+        """Why there are no pods yet: Kueue's reason on its Workload object, else the JobSet's
+        suspension."""
+        try:
+            workloads = self.kubectl.list_objects(KUEUE_WORKLOADS, namespace=self.namespace)
+        except CommandFailed:  # no Kueue API to ask: the JobSet still says it is suspended
+            workloads = []
+        reason = kueue_reason(workload_of(self.workload, workloads))
+        if reason is not None:
+            return f"Kueue has not admitted {self.workload}: {reason}"
+        jobset = self.kubectl.get("jobset", self.workload)
+        for cond in ((jobset or {}).get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Suspended" and cond.get("status") == "True":
+                reason = cond.get("message") or cond.get("reason") or "no reason given"
+                return f"Kueue has not admitted {self.workload}: {reason}"
+        return f"waiting for Kueue to admit {self.workload} (no pods yet)"
+
+    # ---- logs -------------------------------------------------------------------------
+    def _stream(self, pod: PodView) -> tuple[int, list[Match]]:
+        """Stream worker 0's log into the log file and the handler; stop at a fatal error."""
+        cancel = threading.Event()
+        done = threading.Event()
+        fatal: list[Match] = []
+        scanner = LiveScanner()
+        redact = Redactor()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", encoding="utf-8") as log:
+
+            def handle(stream: str, line: str) -> None:
+                if stream != "stdout":
+                    return
+                log.write(redact(line) + "\n")
+                self.on_line(line)
+                scanner.feed(line)
+                found = scanner.fatal
+                if found and not fatal:
+                    fatal.extend(found)
+                    cancel.set()
+
+            argv = self.kubectl.logs_argv(pod.name, pod.main_container, follow=True)
+            watcher = threading.Thread(
+                target=self._watch_others, args=(cancel, done, fatal), daemon=True
+            )
+            watcher.start()
+            try:
+                result = self.runner.run(
+                    argv, on_line=handle, cancel=cancel, timeout=30 * 24 * 3600
+                )
+            finally:
+                done.set()
+                watcher.join(timeout=5)
+        return result.code, fatal
+
+    def _watch_others(
+        self, cancel: threading.Event, done: threading.Event, fatal: list[Match]
+    ) -> None:
+        """While worker 0 streams, look at the other hosts now and then: a fatal error on any
+        host stops the follow."""
+        others = self._pods()[1:]
+        while others and not done.wait(self.poll_seconds * 4):
+            found = self._scan_others(others)
+            if found and not fatal:
+                fatal.extend(found)
+                cancel.set()
+                return
+
+    def _scan_others(self, pods: list[PodView]) -> list[Match]:
+        """The last lines of every other host's log, read in parallel, checked for fatal errors."""
+        if not pods:
+            return []
+
+        def tail(pod: PodView) -> list[Match]:
+            argv = [
+                *self.kubectl.logs_argv(pod.name, pod.main_container),
+                f"--tail={_OTHER_HOSTS_TAIL}",
+            ]
+            result = self.runner.run(argv, timeout=300)
+            matches = diagnose(result.stdout.splitlines())
+            return [m for m in matches if m.severity == "fatal"] if has_fatal(matches) else []
+
+        with ThreadPoolExecutor(max_workers=min(8, len(pods))) as pool:
+            for found in pool.map(tail, pods):
+                if found:
+                    return found
+        return []

@@ -1,0 +1,391 @@
+"""Giving everything back: after success, failure, Ctrl-C, SIGTERM, or a crash (from the store).
+
+Only resources the store says this tool created are deleted; pools that existed before the run
+are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Protocol
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.app.interrupt import Interrupted, on_sigterm
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.gcloud import Gcloud, is_not_found
+from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.infra.xpk import Xpk, workload_delete_argv
+from tpu_trainer.launchers.gke.nodepool import run_of_tool_pool
+from tpu_trainer.launchers.gke.pool_delete import PoolDeleter
+from tpu_trainer.store.db import LIVE_STATES, Resource, ResourceState, RunStatus, RunStore
+
+# Delete in this order: what runs on a pool, then the pool, then what the pool needed.
+_ORDER = {"workload": 0, "nodepool": 1, "workload-policy": 2}
+
+
+@dataclass
+class TeardownReport:
+    deleted: list[str] = field(default_factory=list)
+    already_gone: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    extra_pools: list[str] = field(default_factory=list)
+    """Pools present now that were not there before the run and are not the tool's."""
+    left: list[str] = field(default_factory=list)
+    """Left on purpose: in use by something tpu-trainer did not make."""
+    handed_over: list[str] = field(default_factory=list)
+    """Shared with another run of the store, which deletes it when it finishes."""
+    planned: list[str] = field(default_factory=list)
+    """A dry run: what would be deleted."""
+
+    @property
+    def clean(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        """One line that is true about what is left."""
+        if self.planned:
+            return f"dry run: would delete {len(self.planned)}: {', '.join(self.planned)}"
+        parts = [f"deleted {len(self.deleted)}", f"already gone {len(self.already_gone)}"]
+        if self.handed_over:
+            parts.append(f"handed over {len(self.handed_over)}")
+        if self.left:
+            parts.append(f"left in use {len(self.left)}")
+        if self.failed:
+            return "; ".join(parts) + f"; STILL THERE {len(self.failed)}: " + "; ".join(self.failed)
+        return "; ".join(parts) + "; nothing this run made is left running"
+
+
+@dataclass
+class Teardown:
+    store: RunStore
+    gcloud: Gcloud
+    xpk: Xpk
+    display: Display
+    dry_run: bool = field(default=False, kw_only=True)
+    """Print the deletes, run none, change nothing in the store."""
+    poll_seconds: float = field(default=10.0, kw_only=True)
+    wait_timeout_s: float = field(default=4 * 3600.0, kw_only=True)
+    """How long to wait for a node pool's create to finish before it can be deleted."""
+
+    def run(self, run_id: str) -> TeardownReport:
+        """Delete every live resource of ``run_id``, newest kind first, and verify the pools.
+        Every resource is tried, whatever happens to the others."""
+        report = TeardownReport()
+        live = self.store.resources(run_id, states=LIVE_STATES)
+        for res in sorted(live, key=lambda r: (_ORDER.get(r.kind, 9), -r.id)):
+            try:
+                self._delete(res, report)
+            except TpuTrainerError as e:
+                lines = e.message.splitlines() or [type(e).__name__]
+                self._failed(res, report, lines[-1][:300])
+        try:
+            self._verify(run_id, report)
+        except TpuTrainerError as e:
+            report.failed.append(f"could not list the node pools to check: {e.message[-300:]}")
+        return report
+
+    def _delete(self, res: Resource, report: TeardownReport) -> None:
+        if res.kind == "nodepool":
+            self._delete_pool(res, report)
+            return
+        if res.kind == "workload-policy":
+            self._delete_policy(res, report)
+            return
+        if res.kind != "workload":
+            report.failed.append(f"{res.kind} {res.name}: no way to delete this kind")
+            return
+        self._mark_deleting(res)
+        zone = str(res.detail.get("zone") or res.location)
+        argv = workload_delete_argv(
+            workload=res.name, cluster=res.cluster or "", project=res.project, zone=zone
+        )
+        self._settle(res, report, self.xpk.run(argv, timeout=1800))
+
+    def _mark_deleting(self, res: Resource) -> None:
+        if not self.dry_run:
+            self.store.resource_state(res.id, ResourceState.DELETING)
+
+    def _settle(self, res: Resource, report: TeardownReport, result: CommandResult) -> None:
+        """Record what one delete command did."""
+        label = f"{res.kind} {res.name}"
+        if not result.ran:
+            report.planned.append(label)
+        elif result.ok:
+            self.store.resource_state(res.id, ResourceState.DELETED)
+            report.deleted.append(label)
+            self.display.info(f"deleted {label}")
+        elif is_not_found(result) or _says_not_found(result.text()):
+            note = "never created" if res.state is ResourceState.MAYBE else "already gone"
+            self.store.resource_state(res.id, ResourceState.DELETED, note=note)
+            report.already_gone.append(label)
+        else:
+            lines = result.text().splitlines()
+            self._failed(res, report, lines[-1][:300] if lines else f"exit {result.code}")
+
+    def _failed(self, res: Resource, report: TeardownReport, problem: str) -> None:
+        label = f"{res.kind} {res.name}"
+        report.failed.append(f"{label}: {problem}")
+        if not self.dry_run:
+            keep = res.state if res.state in (ResourceState.CREATING, ResourceState.MAYBE) else None
+            self.store.resource_state(
+                res.id, keep or ResourceState.CREATED, delete_error=problem[-500:]
+            )
+        self.display.warn(f"could not delete {label}: {problem}; `tpu-trainer gc` retries")
+
+    def _delete_pool(self, res: Resource, report: TeardownReport) -> None:
+        self._mark_deleting(res)
+        deleter = PoolDeleter(self.gcloud, self.display, self.poll_seconds, self.wait_timeout_s)
+        done = deleter.delete(res.cluster or "", res.location, res.name)
+        label = f"{res.kind} {res.name}"
+        if done.planned:
+            report.planned.append(label)
+        elif done.already_gone:
+            self.store.resource_state(res.id, ResourceState.DELETED, note="already gone")
+            report.already_gone.append(label)
+        elif done.gone:
+            self.store.resource_state(res.id, ResourceState.DELETED)
+            report.deleted.append(label)
+            self.display.info(f"deleted {label}")
+        else:
+            self._failed(res, report, done.problem)
+
+    def _delete_policy(self, res: Resource, report: TeardownReport) -> None:
+        """A workload policy goes last, and only when no pool uses it: one another run of the
+        store uses becomes that run's to delete; one a pool not made by tpu-trainer uses is
+        left (and said so)."""
+        label = f"{res.kind} {res.name}"
+        for pool in self._policy_users(res):
+            if f"nodepool {pool}" in report.planned:
+                continue  # a dry run: this run's own pool would be gone by now
+            owner = self._owner_of_pool(pool)
+            if owner == res.run_id:
+                self._failed(res, report, f"still used by this run's node pool {pool}")
+                return
+            if self.dry_run:
+                report.planned.append(f"{label} (kept: node pool {pool} uses it)")
+                return
+            if owner is not None:
+                self.store.hand_over(res.id, owner)
+                self.store.resource_state(res.id, ResourceState.CREATED, shared_from=res.run_id)
+                report.handed_over.append(f"{label} -> run {owner} (its node pool {pool})")
+                self.display.info(
+                    f"{label} is also used by run {owner}'s node pool {pool}: that run "
+                    "deletes it when it finishes"
+                )
+                return
+            note = f"used by node pool {pool}, which tpu-trainer did not make"
+            self.store.resource_state(res.id, ResourceState.LEFT, note=note)
+            report.left.append(f"{label}: {note}")
+            self.display.warn(f"{label} left in place: {note}")
+            return
+        self._mark_deleting(res)
+        self._settle(res, report, self.gcloud.delete_resource_policy(res.name, res.location))
+
+    def _policy_users(self, res: Resource) -> list[str]:
+        run = self.store.run(res.run_id)
+        cluster = res.cluster or (run.cluster if run else None)
+        if not cluster:
+            return []
+        pools = self.gcloud.node_pools(cluster, res.location)
+        return [p.name for p in pools if p.placement_policy == res.name]
+
+    def _owner_of_pool(self, pool: str) -> str | None:
+        """The run of this store that made node pool ``pool`` (and has not deleted it)."""
+        for res in self.store.resources(states=LIVE_STATES):
+            if res.kind == "nodepool" and res.name == pool:
+                return res.run_id
+        prefix = run_of_tool_pool(pool)
+        if prefix:
+            for run in self.store.runs(limit=100_000):
+                if run.id.startswith(prefix):
+                    return run.id
+        return None
+
+    def _verify(self, run_id: str, report: TeardownReport) -> None:
+        run = self.store.run(run_id)
+        if run is None or run.pools_before is None or not run.cluster or not run.region:
+            return
+        if self.dry_run:
+            return
+        pools = self.gcloud.node_pools(run.cluster, run.region)
+        ours = {r.name for r in self.store.resources(run_id) if r.kind == "nodepool"}
+        for pool in pools:
+            if pool.name in run.pools_before:
+                continue
+            if pool.name in ours:
+                if not any(f.startswith(f"nodepool {pool.name}:") for f in report.failed):
+                    report.failed.append(f"nodepool {pool.name} still present after delete")
+            else:
+                report.extra_pools.append(pool.name)
+        missing = set(run.pools_before) - {p.name for p in pools}
+        if missing:
+            self.display.warn(
+                f"pools that existed before the run are gone: {sorted(missing)} "
+                "(not deleted by tpu-trainer)"
+            )
+
+
+def gc_candidates(store: RunStore) -> list[str]:
+    """Runs that hold live resources and whose process is gone."""
+    runs = {r.id: r for r in store.runs(limit=10_000)}
+    out = []
+    for res in store.resources(states=LIVE_STATES):
+        run = runs.get(res.run_id)
+        if run is None or run.process_alive():
+            continue
+        if res.run_id not in out:
+            out.append(res.run_id)
+    return out
+
+
+def orphan_tool_pools(store: RunStore, pool_names: list[str]) -> list[str]:
+    """Pools named by the tool (``tpt-<run>-...``) for runs of *this* store whose process is gone.
+
+    A tool-named pool of a run this store does not know (another user's machine) is never
+    returned: the tool deletes only what it created.
+    """
+    runs = store.runs(limit=100_000)
+    dead = {r.id[:8] for r in runs if not r.process_alive()}
+    alive = {r.id[:8] for r in runs if r.process_alive()}
+    return [n for n in pool_names if (p := run_of_tool_pool(n)) and p in dead and p not in alive]
+
+
+_Handlers = dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None]
+"""Signal handlers to put back, as ``signal.signal`` returns them."""
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"[tpu-trainer] {message}\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def shielded(
+    restore: _Handlers | None = None,
+) -> Iterator[None]:
+    """While tearing down, Ctrl-C and SIGTERM are noted and ignored: a half-done teardown
+    would leave billed resources behind. SIGKILL still stops the process (then
+    ``tpu-trainer gc`` deletes what is left)."""
+
+    previous: _Handlers = {
+        sig: signal.signal(sig, _noted) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    previous.update(restore or {})
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+    """A Ctrl-C or SIGTERM during a teardown: said on screen, and otherwise ignored."""
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    _say(
+        f"{name} ignored: teardown is deleting what the run made and finishes first. "
+        f"To force-quit: kill -KILL {os.getpid()} (then `tpu-trainer gc` deletes what "
+        "is left, waiting for any node pool still being created)"
+    )
+
+
+def _ignore_signals() -> None:
+    """From the first interruption on, Ctrl-C and SIGTERM are noted and ignored (before
+    :func:`shielded` takes them over, too: no window where one passes unsaid)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _noted)
+
+
+class RunTeardown(Protocol):
+    """Deletes what one run made (each launcher has its own)."""
+
+    def run(self, run_id: str) -> TeardownReport: ...
+
+
+@contextmanager
+def teardown_always(
+    store: RunStore,
+    run_id: str,
+    teardown: RunTeardown,
+    before_teardown: Callable[[], None] | None = None,
+) -> Iterator[None]:
+    """Run the body; whatever happens (error, Ctrl-C, SIGTERM), tear the run down after.
+
+    ``before_teardown`` (e.g. stopping a program by its process id) is called first when the
+    body did not finish; its own failure never keeps the teardown from running. Signals that
+    arrive during the teardown are ignored (see :func:`shielded`)."""
+
+    previous: _Handlers = {
+        signal.SIGINT: signal.getsignal(signal.SIGINT),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm),
+    }
+    status = RunStatus.FAILED
+    error: str | None = None
+    report: TeardownReport | None = None
+    finished = interrupted = False
+    try:
+        yield
+        status, finished = RunStatus.SUCCEEDED, True
+    except (KeyboardInterrupt, Interrupted) as e:
+        _ignore_signals()  # from here on a second signal must not cut the teardown short
+        status, error, interrupted = RunStatus.CANCELLED, "interrupted", True
+        what = "Ctrl-C" if isinstance(e, KeyboardInterrupt) else "SIGTERM"
+        _say(f"{what}: stopping run {run_id} and deleting what it made (Ctrl-C again is ignored)")
+        raise
+    except BaseException as e:
+        error = str(e)[:2000]
+        raise
+    finally:
+        # After an interruption the process is on its way out: later signals stay ignored.
+        with shielded(dict.fromkeys(previous, signal.SIG_IGN) if interrupted else previous):
+            try:
+                if not finished and before_teardown is not None:
+                    before_teardown()
+            except Exception:  # noqa: S110 (the teardown that follows removes what still runs)
+                pass
+            finally:
+                try:
+                    report = teardown.run(run_id)
+                finally:
+                    _finish(store, run_id, status, error, report)
+                    _tell(run_id, report, interrupted)
+
+
+def _tell(run_id: str, report: TeardownReport | None, interrupted: bool) -> None:
+    """Say what is left when it is not what the user expects (a failure or interruption)."""
+    if report is None:
+        _say(f"run {run_id}: teardown did not finish; `tpu-trainer gc` deletes what is left")
+    elif not report.clean:
+        _say(f"run {run_id} teardown: {report.summary()}; `tpu-trainer gc` retries")
+    elif interrupted or report.handed_over or report.left:
+        _say(f"run {run_id} teardown: {report.summary()}")
+
+
+def _finish(
+    store: RunStore,
+    run_id: str,
+    status: RunStatus,
+    error: str | None,
+    report: TeardownReport | None,
+) -> None:
+    current = store.run(run_id)
+    if current is None:
+        return
+    if report is None or not report.clean:
+        failed = "; ".join(report.failed) if report else "teardown did not run to the end"
+        note = f"teardown incomplete: {failed}"
+        store.finish_run(
+            run_id, RunStatus.FAILED, "; ".join(x for x in (current.error or error, note) if x)
+        )
+    elif current.status is RunStatus.RUNNING:
+        store.finish_run(run_id, status, error)
+
+
+def _says_not_found(text: str) -> bool:
+    lower = text.lower()
+    return "not found" in lower or "notfound" in lower

@@ -1,0 +1,215 @@
+"""Following a Ray job to its end: status from the Jobs API, logs as they grow, two deadlines.
+
+The job's fate comes from ``GET /api/jobs/<id>`` (the ``ray job`` CLI exits 0 for failed jobs).
+Its log is read again on every poll and only new lines are handled: all of them go to
+``job.log``, worker 0's (without Ray's prefixes, each step once) to ``worker0.log``, which the
+collect stage reads like any other launcher's worker-0 log.
+
+Deadlines: Ray waits forever for a TPU slice it cannot schedule, so a job that has not started
+training (still PENDING, or RUNNING with no training worker yet) within ``start_s`` is stopped
+and reported with the slice's shape; a job still running after ``finish_s`` is stopped too. A
+fatal error in any line (out of memory, mesh, a config error) stops the job at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.infra.ray_jobs import JobInfo, JobStatus, LogCursor, RayJobsClient
+from tpu_trainer.infra.redact import Redactor
+from tpu_trainer.launchers.ray.log import (
+    Worker0Lines,
+    parse_ray_line,
+    training_started,
+    waiting_reason,
+)
+from tpu_trainer.plan.diagnose import LiveScanner, Match, clean_line
+
+WAIT_SIGNATURES = frozenset({"ray-tpu-head"})
+"""Known errors that mean "still waiting for workers", not "failed": Ray retries them (the
+slice may be on its way: autoscaling, a node pool coming up), so the start deadline judges."""
+
+
+class JobEnd(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    """Stopped by someone else (``ray job stop``, the dashboard)."""
+    NOT_STARTED = "not-started"
+    """Training did not start before the start deadline (the job was stopped)."""
+    TIMED_OUT = "timed-out"
+    FATAL = "fatal"
+    """A fatal error in the log (the job was stopped)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deadlines:
+    start_s: float = 1800.0
+    """Until training starts: an unschedulable TPU slice never gets there."""
+    finish_s: float = 7 * 24 * 3600.0
+    poll_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Waiting:
+    """How to explain a job that never got its workers."""
+
+    shape: str
+    """``tpu7x-4x4x8 x 1 (32 hosts x 4 chips, ...)``."""
+    fix: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FollowedJob:
+    end: JobEnd
+    info: JobInfo | None
+    message: str = ""
+    fatal: tuple[Match, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.end is JobEnd.SUCCEEDED
+
+
+@dataclass
+class JobLogs:
+    """Where a job's lines go: ``job.log`` (all), ``worker0.log`` (worker 0), and a callback
+    with each worker-0 line (the step display)."""
+
+    job_log: Path
+    worker0_log: Path
+    on_worker0_line: Callable[[str], None]
+    redact: Redactor = field(default_factory=Redactor)
+    worker0: Worker0Lines = field(default_factory=Worker0Lines)
+    scanner: LiveScanner = field(default_factory=LiveScanner)
+    started: bool = False
+    waiting_for: str | None = None
+    _files: list[IO[str]] = field(default_factory=list)
+
+    def __enter__(self) -> JobLogs:
+        self.job_log.parent.mkdir(parents=True, exist_ok=True)
+        self._files = [
+            self.job_log.open("a", encoding="utf-8"),
+            self.worker0_log.open("a", encoding="utf-8"),
+        ]
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._write_worker0(self.worker0.finish())
+        for f in self._files:
+            f.close()
+
+    def feed(self, raw: str) -> None:
+        line = parse_ray_line(raw)
+        job_log = self._files[0]
+        job_log.write(self.redact(clean_line(raw)) + "\n")
+        self.scanner.feed(line.text)
+        if not self.started and training_started(line):
+            self.started = True
+        reason = waiting_reason(line)
+        if reason is not None:
+            self.waiting_for = reason
+        self._write_worker0(self.worker0.feed_parsed(line))
+
+    def fatal(self) -> list[Match]:
+        """Fatal errors seen so far (a slice Ray keeps waiting for is not one)."""
+        return [m for m in self.scanner.fatal if m.signature not in WAIT_SIGNATURES]
+
+    def flush(self) -> None:
+        for f in self._files:
+            f.flush()
+
+    def _write_worker0(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        out = self._files[1]
+        for text in lines:
+            out.write(self.redact(text) + "\n")
+            self.on_worker0_line(text)
+
+
+@dataclass
+class RayJobFollower:
+    client: RayJobsClient
+    submission_id: str
+    display: Display
+    logs: JobLogs
+    waiting: Waiting
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def run(self) -> FollowedJob:
+        """Poll until the job ends or a deadline passes; stop the job if we give up on it."""
+        started = self.clock()
+        cursor = LogCursor()
+        while True:
+            info = self.client.status(self.submission_id)
+            self._read(cursor)
+            if info.status.terminal:
+                self._read(cursor, final=True)
+                return self._ended(info)
+            fatal = self.logs.fatal()
+            if fatal:
+                return self._give_up(JobEnd.FATAL, info, _fatal_message(fatal[0]), tuple(fatal))
+            waited = self.clock() - started
+            if not self.logs.started and waited > self.deadlines.start_s:
+                return self._give_up(JobEnd.NOT_STARTED, info, self._not_started(waited))
+            if waited > self.deadlines.finish_s:
+                message = f"the job did not finish within {self.deadlines.finish_s:.0f} s"
+                return self._give_up(JobEnd.TIMED_OUT, info, message)
+            if not self.logs.started:
+                label = self.logs.waiting_for or f"job {self.submission_id} is {info.status.value}"
+                self.display.waiting(label, waited)
+            self.sleep(self.deadlines.poll_s)
+
+    def _read(self, cursor: LogCursor, *, final: bool = False) -> None:
+        lines = cursor.new_lines(self.client.logs(self.submission_id))
+        if final:
+            lines += cursor.rest()
+        for raw in lines:
+            self.logs.feed(raw)
+        self.logs.flush()
+
+    def _ended(self, info: JobInfo) -> FollowedJob:
+        if info.status is JobStatus.SUCCEEDED:
+            return FollowedJob(end=JobEnd.SUCCEEDED, info=info)
+        fatal = tuple(self.logs.fatal())
+        if fatal:
+            return FollowedJob(
+                end=JobEnd.FAILED, info=info, message=_fatal_message(fatal[0]), fatal=fatal
+            )
+        end = JobEnd.STOPPED if info.status is JobStatus.STOPPED else JobEnd.FAILED
+        code = f", driver exit code {info.driver_exit_code}" if info.driver_exit_code else ""
+        why = info.message or info.error_type or "no message"
+        return FollowedJob(end=end, info=info, message=f"the job {end.value}{code}: {why}")
+
+    def _give_up(
+        self, end: JobEnd, info: JobInfo, message: str, fatal: tuple[Match, ...] = ()
+    ) -> FollowedJob:
+        self.display.warn(f"{message}; stopping job {self.submission_id}")
+        self.client.stop(self.submission_id)
+        return FollowedJob(end=end, info=info, message=message, fatal=fatal)
+
+    def _not_started(self, waited: float) -> str:
+        seen = f"; Ray's last word: {self.logs.waiting_for}" if self.logs.waiting_for else ""
+        return (
+            f"training did not start within {waited:.0f} s: Ray could not get the workers "
+            f"for {self.waiting.shape} (Ray retries forever){seen} — fix: {self.waiting.fix}"
+        )
+
+
+def _fatal_message(match: Match) -> str:
+    return f"{match.title}: {match.excerpt} — fix: {match.fix}"

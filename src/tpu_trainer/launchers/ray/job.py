@@ -1,0 +1,108 @@
+"""One Ray job from submission to results, whatever made the cluster: submit, follow, collect.
+
+Shared by the KubeRay launcher and the one for a Ray head on this machine. The job's log lands
+in ``runs/<run>/job.log`` and worker 0's lines in ``runs/<run>/worker0.log``, which the same
+collect and report stages as every other launcher turn into metrics and a README section.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpu_trainer.app.results import Ending, Recorded, Versions, record_results
+from tpu_trainer.app.stages import Stages
+from tpu_trainer.app.step_display import StepDisplay
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.ray_jobs import RayJobsClient, submit_body
+from tpu_trainer.infra.redact import Redactor
+from tpu_trainer.launchers.ray.follow import (
+    Deadlines,
+    FollowedJob,
+    JobLogs,
+    RayJobFollower,
+    Waiting,
+)
+from tpu_trainer.plan.plan import Plan
+from tpu_trainer.store.db import RunStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRequest:
+    """What to submit, and how to judge a job that waits."""
+
+    entrypoint: str
+    submission_id: str
+    env: Mapping[str, str]
+    waiting: Waiting
+    deadlines: Deadlines = field(default_factory=Deadlines)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobResult:
+    followed: FollowedJob
+    recorded: Recorded | None
+
+    @property
+    def error(self) -> str | None:
+        return None if self.followed.ok else self.followed.message
+
+
+def job_logs(run_dir: Path) -> tuple[Path, Path]:
+    """``job.log`` (every line) and ``worker0.log`` (worker 0's) of a run."""
+    return run_dir / "job.log", run_dir / "worker0.log"
+
+
+@dataclass
+class RayJob:
+    stages: Stages
+    plan: Plan
+    run_dir: Path
+    lang: str = "zh"
+    versions: Versions = field(default_factory=Versions)
+    redactor: Redactor = field(default_factory=Redactor)
+
+    def run(self, client: RayJobsClient, request: JobRequest) -> JobResult:
+        """Submit, follow to the end, record steps and metrics (and the README section when
+        there is a steady state); the run's final status is written to the store."""
+        store, run_id, display = self.stages.store, self.stages.run_id, self.stages.display
+        self.stages.start("submit")
+        body = submit_body(
+            request.entrypoint, request.submission_id, request.env, {"tpu-trainer-run": run_id}
+        )
+        submitted = client.submit(body) or request.submission_id
+        self.stages.done("submit", detail=f"job {submitted} at {client.address}")
+        display.info(f"submitted Ray job {submitted}")
+
+        self.stages.start("follow")
+        job_log, worker0_log = job_logs(self.run_dir)
+        steps = StepDisplay(display)
+        with JobLogs(job_log, worker0_log, steps, redact=self.redactor) as logs:
+            follower = RayJobFollower(
+                client, submitted, display, logs, request.waiting, request.deadlines
+            )
+            try:
+                followed = follower.run()
+            except BaseException:  # Ctrl-C, SIGTERM, a lost connection: the job goes too
+                with contextlib.suppress(TpuTrainerError):
+                    client.stop(submitted)
+                raise
+        self.stages.done(
+            "follow",
+            "ok" if followed.ok else "failed",
+            followed.message or f"{steps.lines} worker-0 lines",
+        )
+        ending = Ending(
+            RunStatus.SUCCEEDED if followed.ok else RunStatus.FAILED, followed.message or None
+        )
+        recorded = record_results(
+            self.stages, self.plan, worker0_log, self.lang, self.versions, ending=ending
+        )
+        if followed.ok:
+            store.finish_run(run_id, RunStatus.SUCCEEDED)
+        else:
+            store.finish_run(run_id, RunStatus.FAILED, followed.message[:2000])
+            display.warn(followed.message)
+        return JobResult(followed=followed, recorded=recorded)

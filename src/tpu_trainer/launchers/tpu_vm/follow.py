@@ -1,0 +1,143 @@
+"""Following the workers of a TPU VM while a command runs on all of them.
+
+``gcloud ... tpu-vm ssh --worker=all --output-directory=DIR`` writes worker N's output to
+``DIR/N.log`` as it arrives. :class:`WorkerLogTail` reads those files line by line from a
+thread; the run shows worker 0's steps, keeps worker 0's log, and scans every worker's lines
+for known fatal errors (one fatal line on any worker stops the run at once).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpu_trainer.app.display import Display
+from tpu_trainer.frameworks.hf import log as hf_transformers
+from tpu_trainer.frameworks.maxtext import log as maxtext_log
+from tpu_trainer.frameworks.maxtext.log import ParsedLog, StepRecord
+from tpu_trainer.frameworks.tunix import program as tunix
+from tpu_trainer.frameworks.vm_program import LogFormat
+from tpu_trainer.plan.diagnose import LiveScanner, Match
+
+LogReader = Callable[[Iterable[str]], ParsedLog]
+StepParser = Callable[[str], StepRecord | None]
+
+
+def _maxtext_step(line: str) -> StepRecord | None:
+    event = maxtext_log.parse_line(line)
+    return event if isinstance(event, StepRecord) else None
+
+
+READERS: Mapping[LogFormat, LogReader] = {
+    LogFormat.MAXTEXT: maxtext_log.read_log,
+    LogFormat.TUNIX: tunix.read_log,
+    LogFormat.HF_TRANSFORMERS: hf_transformers.read_log,
+}
+STEP_PARSERS: Mapping[LogFormat, StepParser] = {
+    LogFormat.MAXTEXT: _maxtext_step,
+    LogFormat.TUNIX: tunix.parse_step,
+    LogFormat.HF_TRANSFORMERS: hf_transformers.parse_step,
+}
+
+
+class WorkerLogTail:
+    """Calls ``on_line(worker, line)`` for each complete line the workers' log files gain."""
+
+    def __init__(
+        self,
+        folder: Path,
+        workers: int,
+        on_line: Callable[[int, str], None],
+        poll_seconds: float = 0.2,
+    ) -> None:
+        self.folder, self.workers, self.on_line, self.poll = folder, workers, on_line, poll_seconds
+        self._offsets = [0] * workers
+        self._partial = [""] * workers
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following, then read what is left (a last line without a newline too)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        self._read_all()
+        for worker, rest in enumerate(self._partial):
+            if rest:
+                self._partial[worker] = ""
+                self.on_line(worker, rest)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._read_all()
+            self._stop.wait(self.poll)
+
+    def _read_all(self) -> None:
+        for worker in range(self.workers):
+            path = self.folder / f"{worker}.log"
+            try:
+                with path.open("rb") as f:
+                    f.seek(self._offsets[worker])
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            if not data:
+                continue
+            self._offsets[worker] += len(data)
+            text = self._partial[worker] + data.decode("utf-8", errors="replace")
+            *lines, self._partial[worker] = text.split("\n")
+            for line in lines:
+                self.on_line(worker, line.rstrip("\r"))
+
+
+@dataclass
+class TrainFollower:
+    """What the run does with each worker line while training runs."""
+
+    display: Display
+    log_format: LogFormat
+    worker0_log: Path
+    redact: Callable[[str], str]
+    cancel: threading.Event
+    fatal: list[tuple[int, Match]] = field(default_factory=list)
+    lines: int = 0
+    _scanners: dict[int, LiveScanner] = field(default_factory=dict)
+    _times: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.worker0_log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.worker0_log.open("w", encoding="utf-8")
+
+    def close(self) -> None:
+        self._log.close()
+
+    def __call__(self, worker: int, line: str) -> None:
+        with self._lock:
+            if worker == 0:
+                self.lines += 1
+                self._log.write(self.redact(line) + "\n")
+                self._log.flush()
+                self._show_step(line)
+            scanner = self._scanners.setdefault(worker, LiveScanner())
+            scanner.feed(line)
+            if not self.fatal and scanner.fatal:
+                self.fatal.append((worker, scanner.fatal[0]))
+                self.cancel.set()
+
+    def _show_step(self, line: str) -> None:
+        step = STEP_PARSERS[self.log_format](line)
+        if step is None:
+            return
+        self._times.append(time.monotonic())
+        recent = self._times[-6:]
+        span = recent[-1] - recent[0]
+        pace = f", {(len(recent) - 1) / span:.2f} steps/s" if len(recent) > 1 and span > 0 else ""
+        loss = f", loss {step.loss:.6g}" if step.loss is not None else ""
+        self.display.info(f"step {step.step}: {step.seconds:.2f} s{loss}{pace}")

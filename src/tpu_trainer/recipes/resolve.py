@@ -1,0 +1,168 @@
+"""Turning what the user typed into one recipe on disk.
+
+Accepted: a recipe folder (with or without its ``xpk/`` level), a ``run_recipe.sh`` file, or a
+model name looked up under the configured tpu-recipes checkout, narrowed by precision,
+topology, sequence length and variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpu_trainer.errors import InputError
+from tpu_trainer.recipes.folder import RecipeFolder, parse_folder_name
+
+RECIPE_FILE = "run_recipe.sh"
+PLAIN_VARIANT = "plain"
+"""``--variant plain``: the recipe without a storage or other suffix."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecipeRef:
+    """A located recipe."""
+
+    script: Path
+    """The ``run_recipe.sh``."""
+    folder: Path
+    """Folder the script lives in (where generated scripts are written)."""
+    config_dir: Path
+    """The ``<seq>-<precision>-...`` folder."""
+    model_dir: Path
+    """The model's folder (where its README report lives)."""
+    model: str
+    parsed: RecipeFolder | None
+    """The config folder's name, parsed; None when it does not follow the pattern."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    precision: str | None = None
+    topology: str | None = None
+    seq: str | None = None
+    variant: str | None = None
+
+    def matches(self, parsed: RecipeFolder | None) -> bool:
+        if parsed is None:
+            return not any((self.precision, self.topology, self.seq, self.variant))
+        if self.precision and parsed.precision.value != self.precision.lower():
+            return False
+        if self.topology and parsed.topology != self.topology.lower().removeprefix("tpu7x-"):
+            return False
+        if self.seq and (parsed.seq or "") != self.seq.lower():
+            return False
+        if self.variant and self.variant.lower() == PLAIN_VARIANT:
+            return parsed.suffix is None
+        return not (self.variant and (parsed.suffix or "") != self.variant.lower())
+
+
+def _ref_for_script(script: Path) -> RecipeRef:
+    folder = script.parent
+    config_dir = folder.parent if folder.name == "xpk" else folder
+    return RecipeRef(
+        script=script,
+        folder=folder,
+        config_dir=config_dir,
+        model_dir=config_dir.parent,
+        model=config_dir.parent.name,
+        parsed=parse_folder_name(config_dir.name),
+    )
+
+
+def _script_in(folder: Path) -> Path | None:
+    for candidate in (folder / RECIPE_FILE, folder / "xpk" / RECIPE_FILE):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _describe(refs: list[RecipeRef], base: Path) -> str:
+    lines = []
+    for ref in refs:
+        try:
+            shown = ref.folder.relative_to(base)
+        except ValueError:
+            shown = ref.folder
+        lines.append(f"  {shown}")
+    return "\n".join(lines)
+
+
+def recipes_under(root: Path) -> list[RecipeRef]:
+    """Every recipe below ``root``, sorted by path."""
+    return [_ref_for_script(p) for p in sorted(root.rglob(RECIPE_FILE))]
+
+
+def resolve_path(path: Path) -> RecipeRef:
+    """A recipe given as a path."""
+    if path.is_file():
+        if path.name != RECIPE_FILE:
+            raise InputError(
+                f"{path} is not a {RECIPE_FILE}",
+                fix=f"give the recipe folder, or its {RECIPE_FILE}",
+            )
+        return _ref_for_script(path)
+    if not path.is_dir():
+        raise InputError(
+            f"{path}: no such file or folder",
+            fix="check the path, or give a model name such as `qwen3-235b-a22b --precision fp8`",
+        )
+    script = _script_in(path)
+    if script is not None:
+        return _ref_for_script(script)
+    inside = recipes_under(path)
+    if len(inside) == 1:
+        return inside[0]
+    if inside:
+        raise InputError(
+            f"{path} holds {len(inside)} recipes; which one?\n{_describe(inside, path)}",
+            fix="give one of these folders",
+        )
+    raise InputError(
+        f"{path} is not a recipe folder: it has no {RECIPE_FILE} (nor xpk/{RECIPE_FILE})",
+        fix="give a tpu-recipes folder such as training/ironwood/<model>/<seq>-<precision>-tpu7x-<topology>",
+    )
+
+
+def resolve_model(model: str, root: Path | None, filters: Filters) -> RecipeRef:
+    """A recipe given as a model name, looked up under the tpu-recipes checkout ``root``."""
+    if root is None:
+        raise InputError(
+            f"'{model}' is not a path, and no tpu_recipes_path is configured to look it up in",
+            fix="give the recipe folder's path, or set `tpu_recipes_path:` in the configuration",
+        )
+    if not root.is_dir():
+        raise InputError(
+            f"tpu_recipes_path {root} does not exist",
+            fix="clone tpu-recipes there, or fix tpu_recipes_path in the configuration",
+        )
+    all_refs = (
+        recipes_under(root / "training") if (root / "training").is_dir() else recipes_under(root)
+    )
+    of_model = [r for r in all_refs if r.model == model]
+    if not of_model:
+        models = sorted({r.model for r in all_refs})
+        raise InputError(
+            f"no recipe for model '{model}' under {root}",
+            fix=f"known models: {', '.join(models) or 'none'}",
+        )
+    chosen = [r for r in of_model if filters.matches(r.parsed)]
+    if len(chosen) == 1:
+        return chosen[0]
+    if not chosen:
+        raise InputError(
+            f"no recipe for '{model}' matches the options given; its recipes are:\n"
+            f"{_describe(of_model, root)}",
+            fix="change --precision/--topology/--seq/--variant, or give the folder path",
+        )
+    raise InputError(
+        f"'{model}' has {len(chosen)} matching recipes:\n{_describe(chosen, root)}",
+        fix="narrow it with --precision, --topology, --seq or --variant, or give the folder path",
+    )
+
+
+def resolve(request: str, root: Path | None, filters: Filters) -> RecipeRef:
+    """Resolve ``request`` (a path or a model name)."""
+    path = Path(request).expanduser()
+    if path.exists() or "/" in request or request.endswith(".sh"):
+        return resolve_path(path)
+    return resolve_model(request, root, filters)
