@@ -105,7 +105,6 @@ def test_every_launch_path_has_its_launcher_under_the_stored_name() -> None:
     assert set(LAUNCHERS) == set(LaunchPath)
     for path, cls in LAUNCHERS.items():
         assert cls.launch_path is path
-    assert LaunchPath.of("xpk") is LaunchPath.XPK
     assert [p.value for p in LaunchPath] == ["xpk", "tpu-vm", "kuberay", "local", "ray"]
 
 

@@ -16,12 +16,3 @@ class LaunchPath(StrEnum):
     """MaxText on this machine's CPU."""
     RAY = "ray"
     """A Ray job on a Ray head on this machine."""
-
-    @classmethod
-    def of(cls, stored: str) -> LaunchPath:
-        """The launch path a stored run names; a name this version does not know is a GKE run
-        (the first launch path, whose runs older stores may hold under other names)."""
-        try:
-            return cls(stored)
-        except ValueError:
-            return cls.XPK
