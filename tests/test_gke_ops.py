@@ -21,7 +21,7 @@ from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.launchers.gke.provision import CapacityError
 from tpu_trainer.launchers.gke.run import GkeRun
-from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.store.db import RunStatus, RunStore
 
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4, 16 hosts
@@ -72,15 +72,9 @@ def _run_in_process(tmp_path: Path, scenario: Path, run_id: str) -> tuple[GkeRun
     shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
     opts = PlanOptions(user="test_user", now=datetime(2026, 11, 22, 6, 0))
 
-    def plan_for_zone(zone: str | None) -> Plan:
-        from dataclasses import replace
-
-        return plan_with_config(
-            Request(str(recipe)), config, replace(opts, zone=zone) if zone else opts
-        )
-
+    plan = plan_with_config(Request(str(recipe)), config, opts)
     return GkeRun(
-        svc, config, plan_for_zone, "test", poll_seconds=0.02, wait_timeout_s=60, run_id=run_id
+        svc, config, plan, "test", poll_seconds=0.02, wait_timeout_s=60, run_id=run_id
     ), store
 
 

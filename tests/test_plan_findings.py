@@ -7,9 +7,9 @@ import os
 
 from conftest import CONFIG, RECIPES, RECIPES_ROOT, at_recipes_root, plan_for
 from test_cli import cli
+from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.checks.run import fast_findings
 from tpu_trainer.infra.tool_env import cache_dir
-from tpu_trainer.plan.plan_json import plan_json
 
 ENV = {
     **os.environ,

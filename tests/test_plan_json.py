@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, GOLDEN, RECIPES, at_recipes_root, check_golden, plan_for
-from tpu_trainer.plan.plan_json import SCHEMA, plan_json
+from tpu_trainer.app.plan_json import SCHEMA, plan_json
 
 TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
     "schema": str,

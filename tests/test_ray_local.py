@@ -46,7 +46,14 @@ def test_maxtext_as_a_ray_job_leaves_steps_metrics_and_a_report(
     store = RunStore(tmp_path / "store" / "runs.db")
     display = SilentDisplay()
     run = LocalRayRun(
-        store, display, plan, str(example), ray_head.url, ray_head.token, ray_head.python
+        store,
+        display,
+        plan,
+        str(example),
+        ray_head.url,
+        ray_head.token,
+        ray_head.python,
+        run_id="4a7e5c1d",
     )
     outcome = run.start()
 

@@ -20,10 +20,12 @@ from test_fakecloud import _create_argv
 from test_gke_ops import POOL, RECIPE, _cli, _dead_run
 from test_gke_ops import _scenario as ops_scenario
 from tpu_trainer.app.display import SilentDisplay
+from tpu_trainer.app.guard import teardown_always
+from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.app.services import Services, recording_services
 from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
-from tpu_trainer.launchers.gke.teardown import Teardown, TeardownReport, teardown_always
+from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
 POLICY = "tpu7x-128-4x4x4-placement-policy"
@@ -340,7 +342,7 @@ class _SlowTeardown:
 def test_a_ctrl_c_right_after_the_first_is_said_and_ignored_and_the_teardown_finishes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tpu_trainer.launchers.gke import teardown as teardown_module
+    from tpu_trainer.app import guard as teardown_module
     from tpu_trainer.store.db import RunStore
 
     store = RunStore(tmp_path / "runs.db")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
-from tpu_trainer.infra.runner import CommandResult, CommandRunner, SubprocessRunner
+from tpu_trainer.infra.runner import CommandResult, CommandRunner, Recorder, SubprocessRunner
 from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.store.db import RunStore
 
@@ -19,20 +19,23 @@ def new_run_id() -> str:
     return secrets.token_hex(4)
 
 
-@dataclass
-class CurrentRun:
-    """Which run the commands being recorded belong to."""
+def recorder(store: RunStore, run_id: str | None) -> Recorder:
+    """Records every command in the store under ``run_id``."""
 
-    run_id: str | None = None
+    def record(result: CommandResult) -> None:
+        store.record_command(run_id, result)
+
+    return record
 
 
-@dataclass
+@dataclass(frozen=True)
 class Services:
     runner: CommandRunner
     store: RunStore
     display: Display
     project: str
-    current: CurrentRun = field(default_factory=CurrentRun)
+    run_id: str | None = None
+    """The run the commands are recorded under (None: outside any run)."""
 
     @property
     def gcloud(self) -> Gcloud:
@@ -46,15 +49,18 @@ class Services:
     def xpk(self) -> Xpk:
         return Xpk(self.runner)
 
+    def for_run(self, run_id: str) -> Services:
+        """The same services, their commands recorded under ``run_id`` (when they record)."""
+        runner = self.runner
+        if isinstance(runner, SubprocessRunner) and runner.recorder is not None:
+            runner = replace(runner, recorder=recorder(self.store, run_id))
+        return replace(self, runner=runner, run_id=run_id)
+
 
 def recording_services(
     store: RunStore, display: Display, project: str, env: Mapping[str, str] | None = None
 ) -> Services:
-    """Services whose every command is recorded in the store under the current run."""
-    current = CurrentRun()
-
-    def record(result: CommandResult) -> None:
-        store.record_command(current.run_id, result)
-
-    runner = SubprocessRunner(env=env, recorder=record)
-    return Services(runner, store, display, project, current)
+    """Services whose every command is recorded in the store (under no run until
+    :meth:`Services.for_run`)."""
+    runner = SubprocessRunner(env=env, recorder=recorder(store, None))
+    return Services(runner, store, display, project)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.report.model import ReportLang
 
 ConfigOpt = Annotated[
@@ -55,12 +56,18 @@ class Backend(StrEnum):
     TPU_VM = "tpu-vm"
     KUBERAY = "kuberay"
 
+    @property
+    def launch_path(self) -> LaunchPath:
+        """The launch path a run of this backend takes, as the run store records it (a run on
+        GKE is recorded as ``xpk``, the tool it goes through)."""
+        return LaunchPath.XPK if self is Backend.GKE else LaunchPath(self.value)
+
 
 BackendOpt = Annotated[
     Backend | None,
     typer.Option(
         "--backend",
-        help="gke (TPUs through xpk), kuberay (a RayCluster running a Ray Train JaxTrainer job), "
+        help="gke (TPUs through xpk; its runs are recorded as xpk), kuberay (a RayCluster running a Ray Train JaxTrainer job), "
         "tpu-vm (a TPU VM made for the run) or local (MaxText on this machine's CPU). "
         "Default: local for cpu-1 recipes, gke otherwise.",
     ),

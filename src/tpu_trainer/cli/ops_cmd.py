@@ -15,9 +15,9 @@ from tpu_trainer.cli.plan_cmd import SlicesOpt
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tpu_trainer.app.gc import Cleaner
     from tpu_trainer.app.services import Services
     from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.launchers.cleanup import Cleaner
     from tpu_trainer.launchers.gke.preflight import Check
     from tpu_trainer.store.db import RunStore
 
@@ -189,7 +189,7 @@ def cleanup(
 ) -> None:
     """Delete everything a run created that is still there (after a crash, or a failed teardown).
     A node pool still being created is waited for, then deleted."""
-    from tpu_trainer.app.gc import Cleaner
+    from tpu_trainer.launchers.cleanup import Cleaner
 
     svc = _cleanup_services(config, rehearse, dry_run)
     cleaner = Cleaner(svc, dry_run=dry_run, poll_seconds=poll)
@@ -208,7 +208,7 @@ def gc(
     created are waited for, then deleted; every run and sweep is tried before the exit code
     says whether anything is left. Runs whose process died before making anything are marked
     failed."""
-    from tpu_trainer.app.gc import Cleaner
+    from tpu_trainer.launchers.cleanup import Cleaner
 
     setup, svc = _cleanup_setup(config, rehearse, dry_run)
     cleaner = Cleaner(svc, dry_run=dry_run, poll_seconds=poll)

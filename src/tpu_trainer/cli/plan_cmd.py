@@ -108,7 +108,7 @@ def plan(
             sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
         ),
     )
-    from tpu_trainer.plan.plan_json import plan_findings, plan_json
+    from tpu_trainer.app.plan_json import plan_findings, plan_json
 
     findings = plan_findings(p)
     if as_json:

@@ -23,11 +23,14 @@ from tpu_trainer.cli.common import (
     TopologyOpt,
     VariantOpt,
 )
+from tpu_trainer.cli.run_cli import finish as _finish
+from tpu_trainer.cli.run_cli import run_on_tpu_vm, run_services
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.report.model import ReportLang
 
 if TYPE_CHECKING:
+    from tpu_trainer.app.outcome import RunOutcome
     from tpu_trainer.cli.services_cli import Setup
-    from tpu_trainer.launchers.gke.run import RunOutcome
     from tpu_trainer.plan.plan import Plan
 
 WaitOpt = Annotated[
@@ -108,27 +111,27 @@ def train(
             _train_locally(local_plan, req.text, lang, scale_down=scale_down)
             return
     setup = build(config, rehearse, fresh=True)
-
-    def plan_for_zone(zone: str | None) -> Plan:
-        return plan_with_config(req, setup.config, replace(options, zone=zone) if zone else options)
-
+    plan = plan_with_config(req, setup.config, options)  # once: a zone change is plan.with_zone
     if not skip_checks:
-        preflight_gate(plan_for_zone(None), request)
+        preflight_gate(plan, request)
     label = request + (f" --rehearse {rehearse}" if rehearse else "")
-    if backend is Backend.TPU_VM:
-        vm_outcome = _train_on_tpu_vm(setup, plan_for_zone(None), label, lang, poll)
+    path = (backend or Backend.GKE).launch_path
+    if path is LaunchPath.TPU_VM:
+        vm_outcome = _train_on_tpu_vm(setup, plan, label, lang, poll)
         if report_to_recipe:
             _report_to_recipe(vm_outcome.run_id, lang)
         _finish(vm_outcome)
         return
-    if backend is Backend.KUBERAY:
-        _finish(_train_on_kuberay(setup, plan_for_zone(None), label, lang, ray_image or ""))
+    if path is LaunchPath.KUBERAY:
+        _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or ""))
         return
+    run_id, services = run_services(setup)
     run = GkeRun(
-        setup.services,
+        services,
         setup.config,
-        plan_for_zone,
+        plan,
         label,
+        run_id=run_id,
         wait_timeout_s=wait_timeout,
         schedule_timeout_s=schedule_timeout,
         poll_seconds=poll,
@@ -192,15 +195,6 @@ def preflight_gate(plan: Plan, request: str) -> None:
     )
 
 
-def _finish(outcome: RunOutcome) -> None:
-    typer.echo(
-        f"run {outcome.run_id}: {outcome.status.value}"
-        + (f" ({outcome.error})" if outcome.error else "")
-    )
-    if outcome.status.value != "succeeded":
-        raise typer.Exit(1)
-
-
 def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -> Backend:
     """Where ``train`` runs ``plan``: the requested backend, else local for cpu-1 recipes and
     GKE otherwise; combinations that cannot work are refused with the flag to change."""
@@ -238,7 +232,6 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
 
 def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: float) -> RunOutcome:
     """The recipe's MaxText command on every worker of a TPU VM made for the run."""
-    from tpu_trainer.cli.vm_programs_cmd import run_on_tpu_vm
     from tpu_trainer.frameworks.vm_program import maxtext_program
 
     zone = plan.value_of("ZONE") or None
@@ -257,13 +250,10 @@ def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: floa
 
 def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: str) -> RunOutcome:
     """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context)."""
-    from tpu_trainer.app.services import new_run_id
     from tpu_trainer.launchers.kuberay.manifests import RaySettings
     from tpu_trainer.launchers.kuberay.run import KubeRayRun
 
-    services = setup.services
-    run_id = new_run_id()
-    services.current.run_id = run_id
+    run_id, services = run_services(setup)
     run = KubeRayRun(
         services.store,
         services.runner,
@@ -279,6 +269,7 @@ def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: st
 
 def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> None:
     """Train ``plan`` with the local launcher (scaled down first when asked)."""
+    from tpu_trainer.app.services import new_run_id, recorder
     from tpu_trainer.cli.console import RichDisplay
     from tpu_trainer.cli.services_cli import open_store
     from tpu_trainer.infra.runner import SubprocessRunner
@@ -287,13 +278,11 @@ def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> 
     scaled = scaled_args(plan) if scale_down else None
     label = request + (" --backend local --scale-down" if scale_down else "")
     store = open_store()
-    display = RichDisplay()
-    run_id_box: list[str] = []
-    runner = SubprocessRunner(
-        recorder=lambda r: store.record_command(run_id_box[0] if run_id_box else None, r)
+    run_id = new_run_id()
+    runner = SubprocessRunner(recorder=recorder(store, run_id))
+    run = LocalRun(
+        store, runner, RichDisplay(), plan, label, lang=lang, scaled=scaled, run_id=run_id
     )
-    run = LocalRun(store, runner, display, plan, label, lang=lang, scaled=scaled)
-    run_id_box.append(run.run_id)
     _finish(run.start())
 
 
@@ -322,29 +311,18 @@ def resume(
     recipe = str(stored["recipe"])
     num_slices = stored_num_slices(stored)
 
-    def plan_for_zone(zone: str | None) -> Plan:
-        opts = PlanOptions(
-            user=current_user(), now=datetime.now(), zone=zone, num_slices=num_slices
-        )
-        return plan_with_config(Request(recipe), setup.config, opts)
-
+    opts = PlanOptions(user=current_user(), now=datetime.now(), num_slices=num_slices)
     run = GkeRun(
         setup.services,
         setup.config,
-        plan_for_zone,
+        plan_with_config(Request(recipe), setup.config, opts),
         row.request,
         wait_timeout_s=wait_timeout,
         poll_seconds=poll,
         lang=lang,
         run_id=run_id,
     )
-    outcome = run.resume()
-    typer.echo(
-        f"run {outcome.run_id}: {outcome.status.value}"
-        + (f" ({outcome.error})" if outcome.error else "")
-    )
-    if outcome.status.value != "succeeded":
-        raise typer.Exit(1)
+    _finish(run.resume())
 
 
 def stored_num_slices(stored: Mapping[str, object]) -> int | None:

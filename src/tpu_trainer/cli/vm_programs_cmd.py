@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tpu_trainer.cli.common import ConfigOpt, RehearseOpt
+from tpu_trainer.cli.run_cli import finish
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tpu_trainer.cli.services_cli import Setup
+    from tpu_trainer.app.outcome import RunOutcome
     from tpu_trainer.frameworks.vm_program import VmProgram
-    from tpu_trainer.launchers.gke.run import RunOutcome
-    from tpu_trainer.plan.plan import Plan
     from tpu_trainer.plan.slices import Slice
 
 DeviceOpt = Annotated[
@@ -60,7 +59,7 @@ def grpo(
     settings = GrpoSettings() if steps is None else replace(GrpoSettings(), max_steps=steps)
     program = tunix_program(settings, hosts=slice_.hosts, profile=chosen, wandb=wandb)
     label = f"grpo {settings.model_name} on {slice_.device_type}"
-    _finish(_run_on_vm(program, slice_, settings.model_name, label, zone, config, rehearse, poll))
+    finish(_run_on_vm(program, slice_, settings.model_name, label, zone, config, rehearse, poll))
 
 
 def hf(
@@ -92,7 +91,7 @@ def hf(
     model = settings.model_id.rstrip("/").rsplit("/", 1)[-1].lower()
     label = f"hf {settings.model_id} on {slice_.device_type}"
     program = hf_program(settings)
-    _finish(_run_on_vm(program, slice_, model, label, zone, config, rehearse, poll))
+    finish(_run_on_vm(program, slice_, model, label, zone, config, rehearse, poll))
 
 
 def _run_on_vm(
@@ -105,60 +104,9 @@ def _run_on_vm(
     rehearse: Path | None,
     poll: float,
 ) -> RunOutcome:
+    from tpu_trainer.cli.run_cli import run_on_tpu_vm
     from tpu_trainer.cli.services_cli import build
 
     setup = build(config, rehearse, fresh=True)
     label += f" --rehearse {rehearse}" if rehearse else ""
     return run_on_tpu_vm(setup, program, slice_, model, label, zone, poll)
-
-
-def run_on_tpu_vm(
-    setup: Setup,
-    program: VmProgram,
-    slice_: Slice,
-    model: str,
-    label: str,
-    zone: str | None,
-    poll: float,
-    *,
-    plan: Plan | None = None,
-    lang: str = "zh",
-) -> RunOutcome:
-    """``program`` on every worker of a TPU VM made for the run (zone: the configured one unless
-    given); with a recipe's ``plan`` the run also gets its model README section."""
-    from tpu_trainer.app.services import new_run_id
-    from tpu_trainer.catalog.accelerators import Precision
-    from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
-    from tpu_trainer.launchers.tpu_vm.spec import tpu_vm_spec
-
-    services = setup.services
-    run_id = new_run_id()
-    services.current.run_id = run_id
-    vm = tpu_vm_spec(
-        run_id=run_id,
-        model=model,
-        project=setup.config.project_id,
-        zone=zone or setup.config.default_zone,
-        slice=slice_,
-    )
-    run = TpuVmRun(
-        services.store,
-        services.runner,
-        services.display,
-        vm,
-        program,
-        label,
-        model,
-        plan.precision if plan else Precision.BF16,
-        plan=plan,
-        lang=lang,
-        run_id=run_id,
-        poll_seconds=poll,
-    )
-    return run.start()
-
-
-def _finish(outcome: RunOutcome) -> None:
-    from tpu_trainer.cli.train_cmd import _finish as finish
-
-    finish(outcome)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -137,6 +137,29 @@ class Plan:
         return re.sub(
             r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: known.get(m.group(1), m.group(0)), text
         )
+
+    def with_zone(self, zone: str) -> Plan:
+        """This plan for ``zone`` (where the capacity was found): ``ZONE`` and the values that
+        reference it, as planning with ``--zone`` gives them (pure; ``--var ZONE`` still wins)."""
+        known: dict[str, str] = {}
+        changed: set[str] = set()
+        out: list[Variable] = []
+        for old in self.variables:
+            var = old
+            if old.name == "ZONE" and old.source != "--var":
+                var = Variable("ZONE", zone, zone, "--zone")
+            elif any(f"${{{name}}}" in old.template for name in changed):
+                value = re.sub(
+                    r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                    lambda m: known.get(m.group(1), m.group(0)),
+                    old.template,
+                )
+                var = replace(old, value=value)
+            if var is not old:
+                changed.add(var.name)
+            known[var.name] = var.value
+            out.append(var)
+        return replace(self, variables=tuple(out))
 
     def xpk_argv(self, command: str) -> list[str]:
         """The ``xpk workload create`` argv the submit script runs, values expanded."""

@@ -11,21 +11,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tpu_trainer.app.display import Display
-from tpu_trainer.app.results import Versions
-from tpu_trainer.app.services import new_run_id
-from tpu_trainer.app.stages import Stages
-from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.app.guard import RunTeardown
+from tpu_trainer.app.launcher import Launcher, RunRecord
+from tpu_trainer.app.outcome import RunOutcome
+from tpu_trainer.app.plan_json import plan_json
+from tpu_trainer.app.results import Recorded, Versions
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.ray_jobs import RayJobsClient
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.infra.xpk import Xpk
-from tpu_trainer.launchers.gke.run import RunOutcome
-from tpu_trainer.launchers.gke.teardown import teardown_always
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.kuberay.cluster import KubeRayCluster, KubeRayTeardown
 from tpu_trainer.launchers.kuberay.manifests import (
     ACCELERATOR_LABEL,
@@ -41,7 +40,6 @@ from tpu_trainer.launchers.ray.entry import ENTRY_SCRIPT
 from tpu_trainer.launchers.ray.follow import Deadlines, Waiting
 from tpu_trainer.launchers.ray.job import JobRequest, RayJob
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.plan.plan_json import plan_json
 from tpu_trainer.store.db import RunStatus, RunStore
 
 
@@ -63,7 +61,10 @@ def waiting_for_slices(plan: Plan, kplan: KubeRayPlan) -> Waiting:
 
 
 @dataclass
-class KubeRayRun:
+class KubeRayRun(Launcher):
+    """The KubeRay launcher: provision (RayCluster) -> head -> Ray job -> results."""
+
+    launch_path = LaunchPath.KUBERAY
     store: RunStore
     runner: CommandRunner
     display: Display
@@ -73,79 +74,102 @@ class KubeRayRun:
     kubectl: Kubectl | None = None
     """kubectl for the GKE cluster (default: the current context)."""
     lang: str = "zh"
-    run_id: str = field(default_factory=new_run_id)
+    run_id: str = field(kw_only=True)
     head_timeout_s: float = 900.0
     poll_seconds: float = 10.0
     deadlines: Deadlines = field(default_factory=Deadlines)
     env: Mapping[str, str] | None = None
     """Where ``RAY_AUTH_TOKEN`` is looked up first (default: this process's environment)."""
 
-    @property
-    def run_dir(self) -> Path:
-        return self.store.path.parent / "runs" / self.run_id
+    _kplan: KubeRayPlan | None = None
 
-    def start(self) -> RunOutcome:
+    @property
+    def kplan(self) -> KubeRayPlan:
+        if self._kplan is None:
+            self._kplan = kuberay_plan(self.plan, self.settings, self.run_id)
+        return self._kplan
+
+    # ---- the template's parts ------------------------------------------------------------
+    def _check(self) -> None:
+        _ = self.kplan  # a plan KubeRay cannot run is refused before the run is recorded
+
+    def _record(self) -> RunRecord:
         plan, config = self.plan, self.plan.config
-        kplan = kuberay_plan(plan, self.settings, self.run_id)
-        self.store.create_run(
-            self.run_id,
+        return RunRecord(
             model=plan.model,
-            request=self.request,
-            launcher="kuberay",
             device_type=plan.slice.device_type,
             precision=plan.precision.value,
             project=config.project_id,
             cluster=config.cluster_name,
             region=config.region,
-            zone=None,
             plan_json=plan_json(plan),
         )
-        self.display.info(
+
+    def _headline(self) -> str:
+        plan = self.plan
+        return (
             f"run {self.run_id}: {plan.model} on {plan.num_slices} x {plan.slice} with KubeRay "
-            f"(RayCluster {kplan.name})"
+            f"(RayCluster {self.kplan.name})"
         )
+
+    def _new_outcome(self) -> RunOutcome:
+        return RunOutcome(self.run_id, RunStatus.RUNNING, workload=self.kplan.submission_id)
+
+    def _teardown(self) -> RunTeardown:
+        return KubeRayTeardown(
+            self.store,
+            Gcloud(self.runner, self.plan.config.project_id),
+            Xpk(self.runner),
+            self.display,
+            self._kubectl,
+        )
+
+    @property
+    def _kubectl(self) -> Kubectl:
+        return self.kubectl or Kubectl(self.runner)
+
+    def _launch(self, *, outcome: RunOutcome) -> None:
+        kplan = self.kplan
+        self._write_manifests(kplan)
+        self._provision(kplan)
+        outcome.error, recorded = self._job(kplan)
+        if recorded is not None:
+            outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
+
+    # ---- steps ---------------------------------------------------------------------------
+    def _write_manifests(self, kplan: KubeRayPlan) -> None:
+        """The RayCluster and the entry script, kept in the run's folder."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "raycluster.yaml").write_text(
             manifest_yaml(kplan.objects), encoding="utf-8"
         )
         (self.run_dir / ENTRY_SCRIPT).write_text(kplan.entry_script, encoding="utf-8")
-        kubectl = self.kubectl or Kubectl(self.runner)
-        teardown = KubeRayTeardown(
-            self.store,
-            Gcloud(self.runner, config.project_id),
-            Xpk(self.runner),
-            self.display,
-            kubectl,
-        )
-        outcome = RunOutcome(self.run_id, RunStatus.RUNNING, workload=kplan.submission_id)
-        try:
-            with teardown_always(self.store, self.run_id, teardown):
-                self._body(kubectl, kplan, outcome)
-        except TpuTrainerError as e:
-            outcome.error = e.message
-            raise
-        finally:
-            row = self.store.run(self.run_id)
-            outcome.status = row.status if row else RunStatus.FAILED
-        return outcome
 
-    def _body(self, kubectl: Kubectl, kplan: KubeRayPlan, outcome: RunOutcome) -> None:
-        stages = Stages(self.store, self.display, self.run_id)
-        cluster = KubeRayCluster(
-            kubectl,
+    @property
+    def _cluster(self) -> KubeRayCluster:
+        config = self.plan.config
+        return KubeRayCluster(
+            self._kubectl,
             self.runner,
             self.store,
             self.display,
             self.run_id,
-            self.plan.config.project_id,
-            self.plan.config.cluster_name,
+            config.project_id,
+            config.cluster_name,
         )
+
+    def _provision(self, kplan: KubeRayPlan) -> None:
+        stages, cluster = self.stages, self._cluster
         stages.start("provision")
         cluster.create(kplan)
         stages.done("provision", detail=f"RayCluster {kplan.name} in {kplan.namespace}")
         stages.start("head")
         cluster.wait_head(kplan, self.head_timeout_s, self.poll_seconds)
         stages.done("head", detail=head_service(kplan.name))
+
+    def _job(self, kplan: KubeRayPlan) -> tuple[str | None, Recorded | None]:
+        """The Ray job through the dashboard's port-forward: its error and recorded results."""
+        cluster = self._cluster
         with cluster.dashboard(kplan) as address:
             token = cluster.token(kplan, dict(self.env if self.env is not None else os.environ))
             client = RayJobsClient(
@@ -157,7 +181,7 @@ class KubeRayRun:
             version = client.version().get("ray_version", "?")
             self.display.info(f"Ray {version} at {address} (through kubectl port-forward)")
             job = RayJob(
-                stages,
+                self.stages,
                 self.plan,
                 self.run_dir,
                 self.lang,
@@ -172,6 +196,4 @@ class KubeRayRun:
                 deadlines=self.deadlines,
             )
             result = job.run(client, request)
-        outcome.error = result.error
-        if result.recorded is not None:
-            outcome.metrics, outcome.readme = result.recorded.metrics, result.recorded.readme
+        return result.error, result.recorded

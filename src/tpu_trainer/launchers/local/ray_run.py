@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.launcher import Launcher, RunRecord
+from tpu_trainer.app.outcome import RunOutcome
+from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, package_versions
-from tpu_trainer.app.services import new_run_id
-from tpu_trainer.app.stages import Stages
 from tpu_trainer.infra.ray_jobs import RayJobsClient
 from tpu_trainer.infra.redact import Redactor
-from tpu_trainer.launchers.gke.run import RunOutcome
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.local.run import ENTRY_MODULE, local_args
 from tpu_trainer.launchers.ray.entry import (
     ENTRY_SCRIPT,
@@ -34,7 +35,6 @@ from tpu_trainer.launchers.ray.entry import (
 from tpu_trainer.launchers.ray.follow import Deadlines, Waiting
 from tpu_trainer.launchers.ray.job import JobRequest, RayJob
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.plan.plan_json import plan_json
 from tpu_trainer.runtime.manager import RAY, runtime_python
 from tpu_trainer.store.db import RunStatus, RunStore
 
@@ -74,7 +74,10 @@ def versions_of(python: Path) -> Versions:
 
 
 @dataclass
-class LocalRayRun:
+class LocalRayRun(Launcher):
+    """A Ray job on a Ray head of this machine: entry script -> Ray job -> results."""
+
+    launch_path = LaunchPath.RAY
     store: RunStore
     display: Display
     plan: Plan
@@ -86,44 +89,29 @@ class LocalRayRun:
     """The interpreter the head runs the entry script with (default: the Ray runtime's)."""
     num_workers: int = 1
     lang: str = "zh"
-    run_id: str = field(default_factory=new_run_id)
+    run_id: str = field(kw_only=True)
     deadlines: Deadlines = field(default_factory=lambda: Deadlines(start_s=300.0, poll_s=2.0))
 
-    @property
-    def run_dir(self) -> Path:
-        return self.store.path.parent / "runs" / self.run_id
-
-    def start(self) -> RunOutcome:
+    # ---- the template's parts ------------------------------------------------------------
+    def _record(self) -> RunRecord:
         plan = self.plan
-        self.store.create_run(
-            self.run_id,
+        return RunRecord(
             model=plan.model,
-            request=self.request,
-            launcher="ray",
             device_type=plan.slice.device_type,
             precision=plan.precision.value,
-            project=None,
-            cluster=None,
-            region=None,
-            zone=None,
             plan_json=plan_json(plan),
         )
-        self.display.info(f"run {self.run_id}: {plan.model} as a Ray job at {self.address}")
-        outcome = RunOutcome(self.run_id, RunStatus.RUNNING, workload=submission_id(self.run_id))
-        try:
-            self._body(outcome)
-        except KeyboardInterrupt:
-            self.store.finish_run(self.run_id, RunStatus.CANCELLED, "interrupted")
-            raise
-        except BaseException as e:
-            self.store.finish_run(self.run_id, RunStatus.FAILED, str(e)[:2000])
-            raise
-        finally:
-            row = self.store.run(self.run_id)
-            outcome.status = row.status if row else RunStatus.FAILED
-        return outcome
 
-    def _body(self, outcome: RunOutcome) -> None:
+    def _headline(self) -> str:
+        return f"run {self.run_id}: {self.plan.model} as a Ray job at {self.address}"
+
+    def _new_outcome(self) -> RunOutcome:
+        return RunOutcome(self.run_id, RunStatus.RUNNING, workload=submission_id(self.run_id))
+
+    def _teardown(self) -> None:
+        return None  # the head is not the run's: the job ends with the run
+
+    def _launch(self, *, outcome: RunOutcome) -> None:
         python = self.python or runtime_python(RAY)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         script = self.run_dir / ENTRY_SCRIPT
@@ -132,7 +120,7 @@ class LocalRayRun:
         client = RayJobsClient(self.address, self.token)
         version = client.version().get("ray_version", "?")
         self.display.info(f"Ray {version} at {self.address}")
-        stages = Stages(self.store, self.display, self.run_id)
+        stages = self.stages
         job = RayJob(
             stages,
             self.plan,

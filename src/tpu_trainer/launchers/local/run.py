@@ -8,6 +8,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.launcher import Launcher, RunRecord
+from tpu_trainer.app.outcome import RunOutcome
+from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import (
     Ending,
     Recorded,
@@ -15,7 +18,6 @@ from tpu_trainer.app.results import (
     package_versions,
     record_results,
 )
-from tpu_trainer.app.services import new_run_id
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.errors import TpuTrainerError
@@ -24,10 +26,9 @@ from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.frameworks.maxtext.scale_down import ScaledArgs, scale_down
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
-from tpu_trainer.launchers.gke.run import RunOutcome
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.diagnose import LiveScanner, Match
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.plan.plan_json import plan_json
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.recipes.shell_words import Lit, Word
 from tpu_trainer.runtime.manager import MAXTEXT, install
@@ -86,22 +87,21 @@ def scaled_args(plan: Plan, configs: MaxTextConfigs | None = None) -> ScaledArgs
 
 
 @dataclass
-class LocalRun:
+class LocalRun(Launcher):
+    """The local launcher: (scale-down) -> runtime -> train -> results, on this machine."""
+
+    launch_path = LaunchPath.LOCAL
     store: RunStore
     runner: CommandRunner
     display: Display
     plan: Plan
     request: str
     lang: str = "zh"
-    run_id: str = field(default_factory=new_run_id)
+    run_id: str = field(kw_only=True)
     versions: Versions = field(default_factory=Versions)
     scaled: ScaledArgs | None = None
     """A TPU recipe's arguments scaled down for this CPU (``--scale-down``); the run is then
     recorded on cpu-1, its report says so."""
-
-    @property
-    def run_dir(self) -> Path:
-        return self.store.path.parent / "runs" / self.run_id
 
     @property
     def cpu_plan(self) -> Plan:
@@ -122,49 +122,40 @@ class LocalRun:
             }
         return stored
 
-    def start(self) -> RunOutcome:
+    # ---- the template's parts ------------------------------------------------------------
+    def _record(self) -> RunRecord:
         plan = self.cpu_plan
-        self.store.create_run(
-            self.run_id,
+        return RunRecord(
             model=plan.model,
-            request=self.request,
-            launcher="local",
             device_type=plan.slice.device_type,
             precision=plan.precision.value,
-            project=None,
-            cluster=None,
-            region=None,
-            zone=None,
             plan_json=self._stored_plan(),
         )
-        self.display.info(
-            f"run {self.run_id}: {plan.model} with MaxText on this machine's CPU"
-            + (f", scaled down from {self.plan.slice.device_type}" if self.scaled else "")
+
+    def _headline(self) -> str:
+        return f"run {self.run_id}: {self.plan.model} with MaxText on this machine's CPU" + (
+            f", scaled down from {self.plan.slice.device_type}" if self.scaled else ""
         )
-        outcome = RunOutcome(self.run_id, RunStatus.RUNNING)
-        stages = Stages(self.store, self.display, self.run_id)
-        try:
-            self._show_scale_down(stages)
-            code, fatal = self._train(stages)
-            ending = Ending(RunStatus.SUCCEEDED if code == 0 and not fatal else RunStatus.FAILED)
-            recorded = self._record(stages, plan, ending)
-            if recorded is not None:
-                outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
-        except KeyboardInterrupt:
-            self.store.finish_run(self.run_id, RunStatus.CANCELLED, "interrupted")
-            raise
-        except BaseException as e:
-            self.store.finish_run(self.run_id, RunStatus.FAILED, str(e)[:2000])
-            raise
+
+    def _teardown(self) -> None:
+        return None  # nothing is made that outlives the process
+
+    def _launch(self, *, outcome: RunOutcome) -> None:
+        stages = self.stages
+        self._show_scale_down(stages)
+        code, fatal = self._train(stages)
+        ending = Ending(RunStatus.SUCCEEDED if code == 0 and not fatal else RunStatus.FAILED)
+        recorded = self._record_results(stages, self.cpu_plan, ending)
+        if recorded is not None:
+            outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
         if fatal:
             outcome.error = f"{fatal[0].title}: {fatal[0].excerpt} — fix: {fatal[0].fix}"
         elif code != 0:
             outcome.error = f"MaxText exited with {code}"
         status = RunStatus.SUCCEEDED if outcome.error is None else RunStatus.FAILED
         self.store.finish_run(self.run_id, status, outcome.error)
-        outcome.status = status
-        return outcome
 
+    # ---- steps ---------------------------------------------------------------------------
     def _show_scale_down(self, stages: Stages) -> None:
         if self.scaled is None:
             return
@@ -179,7 +170,7 @@ class LocalRun:
             "scale-down", detail=f"{self.scaled.summary}; {len(self.scaled.changes)} changes"
         )
 
-    def _record(self, stages: Stages, plan: Plan, ending: Ending) -> Recorded | None:
+    def _record_results(self, stages: Stages, plan: Plan, ending: Ending) -> Recorded | None:
         """Metrics into the store and the README section; a scaled-down run's row says what
         it was."""
         note = (

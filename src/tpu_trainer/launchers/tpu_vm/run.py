@@ -22,17 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.guard import RunTeardown
+from tpu_trainer.app.launcher import Launcher, RunRecord
+from tpu_trainer.app.outcome import RunOutcome
+from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, record_results, store_metrics
-from tpu_trainer.app.services import new_run_id
-from tpu_trainer.app.stages import Stages
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram, remote_run_dir
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandResult, CommandRunner
 from tpu_trainer.infra.tpu_vm import TpuVmCloud
-from tpu_trainer.launchers.gke.run import RunOutcome
-from tpu_trainer.launchers.gke.teardown import teardown_always
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.tpu_vm.follow import READERS, TrainFollower, WorkerLogTail
 from tpu_trainer.launchers.tpu_vm.provision import VmProvisioner
 from tpu_trainer.launchers.tpu_vm.remote import (
@@ -48,7 +49,6 @@ from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 from tpu_trainer.metrics.summary import summarize
 from tpu_trainer.plan.diagnose import diagnose
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.plan.plan_json import plan_json
 from tpu_trainer.store.db import RunStatus, RunStore
 
 TAIL_LINES = 15
@@ -65,9 +65,11 @@ class SshOutcome:
 
 
 @dataclass
-class TpuVmRun:
-    """The TPU VM launcher (same shape as :class:`tpu_trainer.launchers.local.run.LocalRun`)."""
+class TpuVmRun(Launcher):
+    """The TPU VM launcher: provision -> install -> devices -> train -> results."""
 
+    launch_path = LaunchPath.TPU_VM
+    reports_stored_error = True
     store: RunStore
     runner: CommandRunner
     display: Display
@@ -79,7 +81,7 @@ class TpuVmRun:
     plan: Plan | None = None
     """A recipe's plan: with a MaxText program its run also gets the model README section."""
     lang: str = "zh"
-    run_id: str = field(default_factory=new_run_id)
+    run_id: str = field(kw_only=True)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     """Where the secrets (``program.secret_env``) are read from."""
     poll_seconds: float = 15.0
@@ -88,25 +90,17 @@ class TpuVmRun:
     train_timeout_s: float = 24 * 3600.0
     sleep: Callable[[float], None] = time.sleep
     _training: bool = False
-    _started: float = field(default_factory=time.monotonic)
-
-    @property
-    def run_dir(self) -> Path:
-        return self.store.path.parent / "runs" / self.run_id
 
     @property
     def cloud(self) -> TpuVmCloud:
         return TpuVmCloud(self.runner)
 
     @property
-    def stages(self) -> Stages:
-        return Stages(self.store, self.display, self.run_id, self._started)
-
-    @property
     def redact(self) -> Redactor:
         return Redactor(env=self.env)
 
-    def start(self) -> RunOutcome:
+    # ---- the template's parts ------------------------------------------------------------
+    def _check(self) -> None:
         missing = [n for n in self.program.required_secrets if not self.env.get(n)]
         if missing:
             raise InputError(
@@ -114,37 +108,27 @@ class TpuVmRun:
                 fix=f"export {missing[0]}=... in this shell (it is passed through the "
                 "environment only, never written anywhere)",
             )
+
+    def _record(self) -> RunRecord:
         vm = self.vm
-        self.store.create_run(
-            self.run_id,
+        return RunRecord(
             model=self.model,
-            request=self.request,
-            launcher="tpu-vm",
             device_type=vm.slice.device_type,
             precision=self.precision.value,
             project=vm.project,
-            cluster=None,
             region=vm.zone.rsplit("-", 1)[0],
             zone=vm.zone,
             plan_json=self._plan_json(),
         )
-        self.display.info(
-            f"run {self.run_id}: {self.model} with {self.program.framework} on TPU VM {vm.name}"
-        )
-        outcome = RunOutcome(self.run_id, RunStatus.RUNNING, zone=vm.zone)
-        teardown = TpuVmTeardown(self.store, self.cloud, self.display)
-        try:
-            with teardown_always(self.store, self.run_id, teardown, self._stop):
-                self._body(outcome)
-        except TpuTrainerError as e:
-            outcome.error = e.message
-            raise
-        finally:
-            row = self.store.run(self.run_id)
-            outcome.status = row.status if row else RunStatus.FAILED
-            if row is not None and row.error and outcome.error is None:
-                outcome.error = row.error
-        return outcome
+
+    def _headline(self) -> str:
+        return f"run {self.run_id}: {self.model} with {self.program.framework} on TPU VM {self.vm.name}"
+
+    def _new_outcome(self) -> RunOutcome:
+        return RunOutcome(self.run_id, RunStatus.RUNNING, zone=self.vm.zone)
+
+    def _teardown(self) -> RunTeardown:
+        return TpuVmTeardown(self.store, self.cloud, self.display)
 
     def _plan_json(self) -> dict[str, Any]:
         vm, program = self.vm, self.program
@@ -169,7 +153,7 @@ class TpuVmRun:
         }
         return data
 
-    def _body(self, outcome: RunOutcome) -> None:
+    def _launch(self, *, outcome: RunOutcome) -> None:
         stages = self.stages
         stages.start("provision")
         try:

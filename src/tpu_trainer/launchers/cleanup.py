@@ -1,5 +1,7 @@
 """``cleanup`` and ``gc``: delete what crashed runs left, try everything, then report.
 
+Each run's resources are given back by the deleter the registry names for their kinds.
+
 Every run and every sweep is tried before anything is reported, so one resource that cannot be
 deleted never keeps the others (or the orphan sweep) from going. A dry run prints the deletes
 and changes nothing, in the cloud or in the store.
@@ -9,15 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.app.services import Services
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.launchers.gke.pool_delete import PoolDeleter
-from tpu_trainer.launchers.gke.teardown import (
-    RunTeardown,
-    TeardownReport,
-    gc_candidates,
-    orphan_tool_pools,
-)
+from tpu_trainer.launchers.gke.teardown import gc_candidates, orphan_tool_pools
+from tpu_trainer.launchers.registry import DeleteOptions, deleter_for
 from tpu_trainer.store.db import RunStatus
 
 
@@ -43,26 +42,6 @@ class CleanupResult:
         return out
 
 
-def teardown_for(svc: Services, launcher: str, dry_run: bool, poll_s: float) -> RunTeardown:
-    """The teardown that knows the kinds of resource a launcher makes."""
-    from tpu_trainer.launchers.gke.teardown import Teardown
-
-    if launcher == "tpu-vm":
-        from tpu_trainer.infra.tpu_vm import TpuVmCloud
-        from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
-
-        return TpuVmTeardown(svc.store, TpuVmCloud(svc.runner), svc.display, dry_run=dry_run)
-    if launcher == "kuberay":
-        from tpu_trainer.launchers.kuberay.cluster import KubeRayTeardown
-
-        return KubeRayTeardown(
-            svc.store, svc.gcloud, svc.xpk, svc.display, svc.kubectl, dry_run=dry_run
-        )
-    return Teardown(
-        svc.store, svc.gcloud, svc.xpk, svc.display, dry_run=dry_run, poll_seconds=poll_s
-    )
-
-
 @dataclass
 class Cleaner:
     svc: Services
@@ -82,11 +61,13 @@ class Cleaner:
                     f"run {run_id} is still running (pid {row.pid})",
                     fix="stop it with Ctrl-C; it cleans up after itself",
                 )
-            self._one(run_id, row.launcher, row.status)
+            self._one(run_id, row.status)
 
-    def _one(self, run_id: str, launcher: str, status: RunStatus) -> None:
-        self.svc.current.run_id = run_id
-        teardown = teardown_for(self.svc, launcher, self.dry_run, self.poll_seconds)
+    def _one(self, run_id: str, status: RunStatus) -> None:
+        svc = self.svc.for_run(run_id)
+        kinds = {r.kind for r in svc.store.resources(run_id)}
+        opts = DeleteOptions(dry_run=self.dry_run, poll_seconds=self.poll_seconds)
+        teardown = deleter_for(svc, kinds, opts)
         try:
             report = teardown.run(run_id)
         except TpuTrainerError as e:
@@ -103,13 +84,13 @@ class Cleaner:
         candidates = gc_candidates(store)
         rows = {r.id: r for r in store.runs(limit=100_000)}
         for run_id in candidates:
-            self._one(run_id, rows[run_id].launcher, rows[run_id].status)
+            self._one(run_id, rows[run_id].status)
         self.sweep_pools(cluster, region)
         retry = [r for r, rep in self.result.reports.items() if not rep.clean]
         if retry and self.result.orphans_deleted:
             for run_id in retry:
                 del self.result.reports[run_id]
-                self._one(run_id, rows[run_id].launcher, RunStatus.FAILED)
+                self._one(run_id, RunStatus.FAILED)
         if not self.dry_run:
             self.result.marked_gone = store.mark_gone_runs()
 
