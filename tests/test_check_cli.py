@@ -10,8 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import CONFIG, RECIPES, RECIPES_ROOT
 from tpu_trainer.infra.tool_env import cache_dir
+
+pytestmark = pytest.mark.e2e
 
 ENV = {
     **os.environ,

@@ -15,6 +15,8 @@ import yaml
 from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 
+pytestmark = pytest.mark.e2e
+
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "scenarios"
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4: 16 hosts, a workload policy
 GRPC = "--megascale_grpc_interface_prefixes=eth1,eth2,lo"
