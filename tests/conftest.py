@@ -37,6 +37,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# Every test is exactly one kind of the test pyramid (pyproject.toml registers the markers).
+KINDS = ("unit", "runtime", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Fail collection when a test is not exactly one of unit, runtime or e2e."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if len({mark.name for mark in item.iter_markers()} & set(KINDS)) != 1
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "every test needs exactly one of the markers "
+            + ", ".join(f"@pytest.mark.{kind}" for kind in KINDS)
+            + " (unit: pure, no runtimes, seconds; runtime: needs a MaxText, Tunix, Hugging Face "
+            "or Ray runtime; e2e: whole runs through the simulated cloud), as "
+            "`pytestmark = pytest.mark.unit` at the top of the file or a decorator per test. "
+            "These have none or several:\n  " + "\n  ".join(unmarked)
+        )
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))

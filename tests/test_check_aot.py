@@ -129,17 +129,20 @@ def parsed(name: str, code: int, req: MaxTextRequest | None = None) -> AotResult
         ),
     ],
 )
+@pytest.mark.unit
 def test_compile_topology_uses_maxtexts_name_else_the_topology_itself(
     device: str, slices: int, expected: list[str]
 ) -> None:
     assert compile_topology_args(Slice.parse(device), slices) == expected
 
 
+@pytest.mark.unit
 def test_compile_topology_for_the_cpu_is_refused() -> None:
     with pytest.raises(AotUnavailableError):
         compile_topology_args(Slice.parse("cpu-1"))
 
 
+@pytest.mark.unit
 def test_argv_runs_train_compile_with_the_recipe_args_and_local_keys_replaced(
     tmp_path: Path,
 ) -> None:
@@ -175,6 +178,7 @@ def test_argv_runs_train_compile_with_the_recipe_args_and_local_keys_replaced(
     assert args[-2:] == ["compile_topology=tpu7x-8", "compile_topology_num_slices=1"]
 
 
+@pytest.mark.unit
 def test_env_keeps_libtpu_private_and_passes_the_recipes_xla_flags(tmp_path: Path) -> None:
     req = replace(request(TINY), xla_flags=("--xla_tpu_a=true", "--xla_tpu_b=2"))
     env = aot_env(req, tmp_path)
@@ -185,6 +189,7 @@ def test_env_keeps_libtpu_private_and_passes_the_recipes_xla_flags(tmp_path: Pat
     assert "LIBTPU_INIT_ARGS" not in aot_env(request(TINY), tmp_path)
 
 
+@pytest.mark.unit
 def test_launcher_sends_the_termination_log_to_the_work_folder(tmp_path: Path) -> None:
     token = f"CONFIG ERROR {uuid.uuid4()}"
     (tmp_path / "fake_compile.py").write_text(
@@ -208,6 +213,7 @@ def test_launcher_sends_the_termination_log_to_the_work_folder(tmp_path: Path) -
 # ---- reading the output -------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_parse_fitting_compile_adds_argument_output_minus_alias_plus_temp() -> None:
     result = parsed("fits.log", 0)
     assert result.outcome is AotOutcome.FITS
@@ -217,6 +223,7 @@ def test_parse_fitting_compile_adds_argument_output_minus_alias_plus_temp() -> N
     assert result.compile_topology == "tpu7x-8"
 
 
+@pytest.mark.unit
 def test_parse_out_of_memory_reads_required_and_available() -> None:
     result = parsed("oom.log", 1)
     assert result.outcome is AotOutcome.OUT_OF_MEMORY
@@ -234,12 +241,14 @@ def test_parse_out_of_memory_reads_required_and_available() -> None:
         ("crash.log", AotOutcome.OTHER, "RuntimeError: libtpu compiler crashed"),
     ],
 )
+@pytest.mark.unit
 def test_parse_errors(name: str, outcome: AotOutcome, words: str) -> None:
     result = parsed(name, 1)
     assert result.outcome is outcome
     assert words in result.message
 
 
+@pytest.mark.unit
 def test_parse_unknown_xla_flag_is_a_config_error_naming_the_flag() -> None:
     text = "ERROR: Unknown command line flag 'xla_tpu_not_a_flag'\n"
     result = parse_result(text, 1, 3.0, request(TINY), "0.2.5")
@@ -247,6 +256,7 @@ def test_parse_unknown_xla_flag_is_a_config_error_naming_the_flag() -> None:
     assert result.fix.startswith("remove --xla_tpu_not_a_flag from the recipe's XLA flags")
 
 
+@pytest.mark.unit
 def test_parse_success_without_memory_analysis_is_not_a_fit() -> None:
     assert (
         parse_result(
@@ -256,6 +266,7 @@ def test_parse_success_without_memory_analysis_is_not_a_fit() -> None:
     )
 
 
+@pytest.mark.unit
 def test_result_round_trips_through_json() -> None:
     for name, code in (("fits.log", 0), ("oom.log", 1)):
         result = parsed(name, code)
@@ -265,6 +276,7 @@ def test_result_round_trips_through_json() -> None:
 # ---- the cache ----------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_second_identical_check_answers_from_cache_without_the_runner(tmp_path: Path) -> None:
     setup = fake_setup(tmp_path)
     runner = FakeRunner(fixture("fits.log"))
@@ -277,6 +289,7 @@ def test_second_identical_check_answers_from_cache_without_the_runner(tmp_path: 
     assert len(list(setup.cache.glob("*.json"))) == 1
 
 
+@pytest.mark.unit
 def test_cache_key_changes_with_args_topology_slices_flags_and_version() -> None:
     base = request(TINY)
     key = cache_key(base, "0.2.5")
@@ -292,6 +305,7 @@ def test_cache_key_changes_with_args_topology_slices_flags_and_version() -> None
     assert cache_key(request([*TINY, "base_output_directory=gs://b"]), "0.2.5") == key
 
 
+@pytest.mark.unit
 def test_changed_args_compile_again_and_crashes_are_not_cached(tmp_path: Path) -> None:
     setup = fake_setup(tmp_path)
     runner = FakeRunner(fixture("fits.log"))
@@ -304,6 +318,7 @@ def test_changed_args_compile_again_and_crashes_are_not_cached(tmp_path: Path) -
     assert len(crash.calls) == 2
 
 
+@pytest.mark.unit
 def test_run_passes_the_compile_environment_and_removes_its_work_folder(tmp_path: Path) -> None:
     setup = fake_setup(tmp_path)
     runner = FakeRunner(fixture("oom.log"), code=1)
@@ -318,6 +333,7 @@ def test_run_passes_the_compile_environment_and_removes_its_work_folder(tmp_path
 # ---- findings -----------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_fit_is_a_pass_with_share_of_the_device() -> None:
     (finding,) = aot_findings(parsed("fits.log", 0), request(TINY))
     assert finding.name == "memory-fit (AOT)"
@@ -325,6 +341,7 @@ def test_fit_is_a_pass_with_share_of_the_device() -> None:
     assert "0.07 GiB of 94.74 GiB per device (0.1 %)" in finding.message
 
 
+@pytest.mark.unit
 def test_out_of_memory_fails_with_the_need_and_ordered_fixes() -> None:
     req = request(
         [
@@ -348,6 +365,7 @@ def test_out_of_memory_fails_with_the_need_and_ordered_fixes() -> None:
     assert "decoder_layer_input=offload" in fix
 
 
+@pytest.mark.unit
 def test_sharding_and_mesh_errors_become_their_own_findings() -> None:
     (sharding,) = aot_findings(parsed("indivisible.log", 1), request(TINY))
     (mesh,) = aot_findings(parsed("badmesh.log", 1), request(TINY))
@@ -360,6 +378,7 @@ def test_sharding_and_mesh_errors_become_their_own_findings() -> None:
     assert (crash.name, crash.status) == ("memory-fit (AOT)", Level.WARN)
 
 
+@pytest.mark.unit
 def test_missing_runtime_is_reported_not_raised(tmp_path: Path) -> None:
     runner = FakeRunner()
     (finding,) = check_aot(request(TINY), runner, env={"TPU_TRAINER_CACHE": str(tmp_path)})
@@ -379,6 +398,7 @@ def real_setup(tmp_path: Path) -> AotSetup:
     return replace(installed, cache=tmp_path / "aot")
 
 
+@pytest.mark.runtime
 def test_real_tiny_model_fits_on_tpu7x_8_then_answers_from_cache(tmp_path: Path) -> None:
     setup = real_setup(tmp_path)
     runner = CountingRunner()
@@ -394,6 +414,7 @@ def test_real_tiny_model_fits_on_tpu7x_8_then_answers_from_cache(tmp_path: Path)
     assert "cached" in finding.message
 
 
+@pytest.mark.runtime
 def test_real_llama3_70b_runs_out_of_memory_on_tpu7x_8(tmp_path: Path) -> None:
     setup = real_setup(tmp_path)
     runner = CountingRunner()

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import CONFIG, RECIPES, RECIPES_ROOT
 from tpu_trainer.infra.tool_env import cache_dir
 
@@ -50,6 +52,7 @@ def by_name(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in checks}
 
 
+@pytest.mark.e2e
 def test_json_contract_and_a_clean_recipe() -> None:
     code, checks = check("--fast", str(RECIPES_ROOT / RECIPES["classic"]))
     assert code == 0
@@ -63,6 +66,7 @@ def test_json_contract_and_a_clean_recipe() -> None:
     assert not [c for c in checks if c["status"] == "fail"]
 
 
+@pytest.mark.e2e
 def test_seed_001_mesh_failure_is_caught_with_its_replacement(tmp_path: Path) -> None:
     recipe = seed_001_recipe(tmp_path)
     bad = ("ici_fsdp_parallelism=8", "ici_tensor_parallelism=4", "ici_context_parallelism=2")
@@ -80,6 +84,7 @@ def test_seed_001_mesh_failure_is_caught_with_its_replacement(tmp_path: Path) ->
     assert by_name(checks)["mesh-mapping"]["status"] == "pass"
 
 
+@pytest.mark.e2e
 def test_seed_001_optimizer_key_is_caught() -> None:
     code, checks = check(
         "--fast", str(RECIPES_ROOT / RECIPES["classic"]), "--set", "weight_decay=0.1"
@@ -91,6 +96,7 @@ def test_seed_001_optimizer_key_is_caught() -> None:
     assert "muon_weight_decay" in keys["fix"]
 
 
+@pytest.mark.runtime
 def test_runtime_checks_ask_maxtext_and_jax() -> None:
     code, checks = check(str(RECIPES_ROOT / RECIPES["classic"]), "--set", "foo_bar_baz=1")
     names = by_name(checks)

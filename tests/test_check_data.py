@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tpu_trainer.checks.data import check_data, need_of, sample_file
 from tpu_trainer.plan.plan import Level
+
+pytestmark = pytest.mark.unit
 
 # Seed 001: 64 devices × batch 1 × 4096 tokens = 262,144 tokens a step.
 SEED = {

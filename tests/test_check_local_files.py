@@ -42,6 +42,7 @@ def _failed(plan: Plan) -> dict[str, str]:
     return {f.name: f.message for f in report.failed}
 
 
+@pytest.mark.unit
 def test_a_dollar_in_xla_flags_fails_the_fast_checks_and_the_train_gate(tmp_path: Path) -> None:
     from tpu_trainer.cli.train_cmd import preflight_gate
 
@@ -54,6 +55,7 @@ def test_a_dollar_in_xla_flags_fails_the_fast_checks_and_the_train_gate(tmp_path
         render_submit(plan)
 
 
+@pytest.mark.unit
 def test_a_250_character_model_folder_fails_before_anything_is_written(tmp_path: Path) -> None:
     plan = _plan(_tree(tmp_path, "m" * 250))
     failed = _failed(plan)
@@ -63,12 +65,14 @@ def test_a_250_character_model_folder_fails_before_anything_is_written(tmp_path:
         write_generated(plan.files[1], render_submit(plan))
 
 
+@pytest.mark.unit
 def test_a_short_folder_name_passes(tmp_path: Path) -> None:
     plan = _plan(_tree(tmp_path, "m" * 200))
     assert [f.name for f in check_local_files(plan)] == ["local-files"]
     write_generated(plan.files[1], render_submit(plan))
 
 
+@pytest.mark.unit
 def test_unwritable_folders_fail_with_the_folder_and_a_fix(tmp_path: Path) -> None:
     plan = _plan(_tree(tmp_path, "ro"))
     findings = check_local_files(plan, writable=lambda p: p != plan.model_dir)
@@ -77,6 +81,7 @@ def test_unwritable_folders_fail_with_the_folder_and_a_fix(tmp_path: Path) -> No
     assert "chmod u+w" in findings[0].fix
 
 
+@pytest.mark.unit
 def test_a_missing_folder_is_not_writable(tmp_path: Path) -> None:
     assert is_writable(tmp_path)
     assert not is_writable(tmp_path / "missing")
@@ -95,6 +100,7 @@ def shared_tmp() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
+@pytest.mark.e2e
 def test_check_fails_for_a_read_only_recipe_folder_as_a_normal_user(shared_tmp: Path) -> None:
     from tpu_trainer.frameworks.maxtext.configs import configs_dir
 

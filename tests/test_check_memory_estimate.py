@@ -26,6 +26,8 @@ from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Level
 from tpu_trainer.plan.slices import Slice
 
+pytestmark = pytest.mark.unit
+
 TINY = {
     "model_name": "default",
     "base_emb_dim": "256",

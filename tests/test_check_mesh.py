@@ -72,6 +72,7 @@ def _proposals(fix: str) -> list[dict[str, str]]:
 # ---- the mapping rule -------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_seed_001_context_axis_fails_with_jaxs_text(configs: MaxTextConfigs) -> None:
     found = _check(configs, SEED_001)
     assert found["mesh-ici"].status is Level.PASS
@@ -83,6 +84,7 @@ def test_seed_001_context_axis_fails_with_jaxs_text(configs: MaxTextConfigs) -> 
     assert "after [tensor=4→x×core], context=2" in mapping.message
 
 
+@pytest.mark.unit
 def test_sample_expert_case_reproduces_the_logged_error(configs: MaxTextConfigs) -> None:
     resolved = _resolved(configs, SAMPLE, "tpu7x-64")
     assert resolved.ici_shape == (1, 1, 1, 8, 1, 1, 1, 1, 2, 1, 4, 1)
@@ -93,12 +95,14 @@ def test_sample_expert_case_reproduces_the_logged_error(configs: MaxTextConfigs)
     assert _check(configs, SAMPLE)["mesh-mapping"].message.endswith(SAMPLE_ERROR)
 
 
+@pytest.mark.unit
 def test_seed_replacement_maps(configs: MaxTextConfigs) -> None:
     mapping = _check(configs, SEED_001_FIXED)["mesh-mapping"]
     assert mapping.status is Level.PASS
     assert "fsdp=16→y×z, tensor=4→x×core" in mapping.message
 
 
+@pytest.mark.unit
 def test_v7_gives_the_most_intensive_axis_the_core_axis_first() -> None:
     shape = (1, 1, 1, 32, 1, 1, 1, 1, 2, 1, 1, 1)  # fsdp=32, tensor=2
     v7 = mesh.assign((2, 4, 4, 2), shape, core_first=True)
@@ -110,6 +114,7 @@ def test_v7_gives_the_most_intensive_axis_the_core_axis_first() -> None:
     assert mesh.assign((4, 4, 1), (2, 1), core_first=False).remaining == (4, 4, 0)
 
 
+@pytest.mark.unit
 def test_proposals_keep_the_users_axes_map_and_rank_the_seeds_move_first(
     configs: MaxTextConfigs,
 ) -> None:
@@ -128,6 +133,7 @@ def test_proposals_keep_the_users_axes_map_and_rank_the_seeds_move_first(
             assert verdict["mesh-mapping"].status is Level.PASS, proposal
 
 
+@pytest.mark.unit
 def test_physical_meshes_follow_jax() -> None:
     expected = {
         "tpu7x-64": (2, 4, 4, 2),
@@ -145,6 +151,7 @@ def test_physical_meshes_follow_jax() -> None:
     assert mesh.physical_mesh(Slice.parse("cpu-1")) is None
 
 
+@pytest.mark.unit
 def test_small_slices_take_any_shape(configs: MaxTextConfigs) -> None:
     """JAX reorders tpu7x slices of up to 32 devices (x, y ≤ 2) in rings, without matching."""
     argv = ["ici_fsdp_parallelism=2", "ici_context_parallelism=2", "ici_tensor_parallelism=2"]
@@ -158,6 +165,7 @@ def test_small_slices_take_any_shape(configs: MaxTextConfigs) -> None:
     )
 
 
+@pytest.mark.unit
 def test_cpu_slice_has_one_device_and_no_physical_mesh(configs: MaxTextConfigs) -> None:
     found = _check(configs, [], "cpu-1")
     assert found["mesh-ici"].status is Level.PASS
@@ -169,6 +177,7 @@ def test_cpu_slice_has_one_device_and_no_physical_mesh(configs: MaxTextConfigs) 
 # ---- products and -1 ------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_product_mismatch_names_both_numbers_and_proposes_working_values(
     configs: MaxTextConfigs,
 ) -> None:
@@ -186,6 +195,7 @@ def test_product_mismatch_names_both_numbers_and_proposes_working_values(
         assert _check(configs, argv)["mesh-mapping"].status is Level.PASS
 
 
+@pytest.mark.unit
 def test_minus_one_is_filled_the_way_maxtext_does(configs: MaxTextConfigs) -> None:
     resolved = _resolved(configs, ["ici_tensor_parallelism=4"], "tpu7x-64")  # fsdp is -1
     assert resolved.sizes["fsdp"] == 16
@@ -204,6 +214,7 @@ def test_minus_one_is_filled_the_way_maxtext_does(configs: MaxTextConfigs) -> No
     assert mesh.fill_unspecified([2, -1, 4], 64, "ICI") == (2, 8, 4)
 
 
+@pytest.mark.unit
 def test_dcn_product_counts_only_with_several_slices(configs: MaxTextConfigs) -> None:
     two = _check(configs, ["ici_tensor_parallelism=4"], slices=2)
     assert two["mesh-dcn"].status is Level.PASS
@@ -216,6 +227,7 @@ def test_dcn_product_counts_only_with_several_slices(configs: MaxTextConfigs) ->
     assert ignored["mesh-dcn"].status is Level.WARN
 
 
+@pytest.mark.unit
 def test_axis_settings_follow_maxtexts_table(configs: MaxTextConfigs) -> None:
     assert mesh.setting_key("stage", "ici") == "ici_pipeline_parallelism"
     assert mesh.setting_key("model", "dcn") == "dcn_tensor_parallelism"
@@ -229,6 +241,7 @@ def test_axis_settings_follow_maxtexts_table(configs: MaxTextConfigs) -> None:
     assert bad.status is Level.FAIL
 
 
+@pytest.mark.unit
 def test_custom_mesh_file_and_split_axes(configs: MaxTextConfigs) -> None:
     found = _check(configs, ["custom_mesh_and_rule=pure-fsdp"])
     assert "ICI fsdp(64)" in found["mesh-ici"].message
@@ -247,6 +260,7 @@ def _fake_answer(shape: tuple[int, ...], ok: bool, message: str) -> JaxTopology:
     return JaxTopology("tpu7x:2x4x4", "TPU7x", 64, (2, 4, 4, 2), (result,))
 
 
+@pytest.mark.unit
 def test_jax_answers_become_findings_and_disagreements_warn(configs: MaxTextConfigs) -> None:
     resolved = _resolved(configs, SEED_001, "tpu7x-64")
     target = mesh.mesh_target(Slice.parse("tpu7x-64"), configs.base)
@@ -295,6 +309,7 @@ AGREEMENT = {
 }
 
 
+@pytest.mark.runtime
 def test_pure_mapping_agrees_with_jax_on_every_shape(configs: MaxTextConfigs) -> None:
     _require_runtime()
     cases = []
@@ -328,6 +343,7 @@ def test_pure_mapping_agrees_with_jax_on_every_shape(configs: MaxTextConfigs) ->
     assert seconds < 60
 
 
+@pytest.mark.runtime
 def test_runtime_check_reports_jaxs_failure_and_jax_checked_proposals(
     configs: MaxTextConfigs,
 ) -> None:

@@ -59,6 +59,7 @@ def _failed(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.status is Level.FAIL]
 
 
+@pytest.mark.unit
 def test_seed_001_weight_decay_fails_naming_adam_and_muon(configs: MaxTextConfigs) -> None:
     failed = _failed(_check(configs, "model_name=llama3.1-70b", "weight_decay=0.1"))
     assert [f.name for f in failed] == ["maxtext-config keys"]
@@ -68,6 +69,7 @@ def test_seed_001_weight_decay_fails_naming_adam_and_muon(configs: MaxTextConfig
     assert "weight_decay=0.1 → adam_weight_decay=0.1" in failed[0].fix
 
 
+@pytest.mark.unit
 def test_unknown_key_fails_and_renamed_key_gets_its_new_name(configs: MaxTextConfigs) -> None:
     failed = _failed(_check(configs, "foo_bar_baz=1"))
     assert "'foo_bar_baz' not in" in failed[0].message
@@ -79,6 +81,7 @@ def test_unknown_key_fails_and_renamed_key_gets_its_new_name(configs: MaxTextCon
     assert "per_device_batch_size" in typo[0].message
 
 
+@pytest.mark.unit
 def test_derived_and_nested_keys(configs: MaxTextConfigs) -> None:
     derived = _check(configs, "emb_dim=4096")
     assert not _failed(derived)
@@ -90,6 +93,7 @@ def test_derived_and_nested_keys(configs: MaxTextConfigs) -> None:
     assert not _failed(_check(configs, "lora.lora_rank=8"))
 
 
+@pytest.mark.unit
 def test_model_key_needs_override_model_config(configs: MaxTextConfigs) -> None:
     # MaxText refuses a model-file key only when the value differs from the file's (4096 here).
     failed = _failed(_check(configs, "model_name=llama3-8b", "base_emb_dim=2048"))
@@ -106,6 +110,7 @@ def test_model_key_needs_override_model_config(configs: MaxTextConfigs) -> None:
     "arg",
     ["steps=ten", "steps=10.5", "enable_checkpointing=2", "run_name=123", "dataset_path="],
 )
+@pytest.mark.unit
 def test_wrong_types_fail(configs: MaxTextConfigs, arg: str) -> None:
     failed = _failed(_check(configs, arg))
     assert [f.name for f in failed] == ["maxtext-config types"]
@@ -127,10 +132,12 @@ def test_wrong_types_fail(configs: MaxTextConfigs, arg: str) -> None:
         "train_data_columns=text",
     ],
 )
+@pytest.mark.unit
 def test_values_pydantic_accepts_pass(configs: MaxTextConfigs, arg: str) -> None:
     assert not _failed(_check(configs, arg))
 
 
+@pytest.mark.unit
 def test_unknown_model_names_close_ones(configs: MaxTextConfigs) -> None:
     # llama3-405b has a model file but is not in 0.2.5's ModelName list.
     failed = _failed(_check(configs, "model_name=llama3-405b"))
@@ -140,12 +147,14 @@ def test_unknown_model_names_close_ones(configs: MaxTextConfigs) -> None:
     assert _failed(_check(configs, "model_name=qwen3-8b-Instruct"))  # not in ModelName
 
 
+@pytest.mark.unit
 def test_tpu_recipes_like_command_passes(configs: MaxTextConfigs) -> None:
     findings = _check(configs, *RECIPE_LIKE)
     assert not _failed(findings)
     assert {f.name for f in findings} >= {"maxtext-config keys", "maxtext-config types"}
 
 
+@pytest.mark.unit
 def test_tables_name_real_maxtext_keys(configs: MaxTextConfigs) -> None:
     known = set(configs.base) | ACCEPTED_BEYOND_BASE | set(DERIVED)
     assert len(known) == 865  # the names MaxText 0.2.5 lists in its unknown-key error
@@ -156,6 +165,7 @@ def test_tables_name_real_maxtext_keys(configs: MaxTextConfigs) -> None:
     assert not ACCEPTED_BEYOND_BASE & set(configs.base)
 
 
+@pytest.mark.unit
 def test_values_are_typed_as_omegaconf_types_them() -> None:
     assert cli_value("") is None
     assert cli_value("1e-5") == pytest.approx(1e-5)
@@ -166,6 +176,7 @@ def test_values_are_typed_as_omegaconf_types_them() -> None:
     assert cli_value("fixed,-224,224") == "fixed,-224,224"
 
 
+@pytest.mark.unit
 def test_static_check_is_fast(configs: MaxTextConfigs) -> None:
     request = MaxTextRequest.from_args([*RECIPE_LIKE, "weight_decay=0.1"], SLICE)
     check_static(request, configs)
@@ -184,6 +195,7 @@ def _probe_module() -> ModuleType:
     return module
 
 
+@pytest.mark.unit
 def test_probe_refuses_writes_outside_its_folder_and_trims_the_name_list(tmp_path: Path) -> None:
     probe = _probe_module()
     guard = probe._WriteGuard([str(tmp_path)])
@@ -210,6 +222,7 @@ RUNTIME_CASES = {
 }
 
 
+@pytest.mark.runtime
 def test_static_check_agrees_with_maxtexts_own_pyconfig(configs: MaxTextConfigs) -> None:
     if not is_installed(MAXTEXT):
         pytest.fail(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import RECIPES, plan_for
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.checks.recipe_sanity import (
@@ -13,6 +15,8 @@ from tpu_trainer.checks.recipe_sanity import (
 )
 from tpu_trainer.config.model import Reservation
 from tpu_trainer.plan.plan import ArgChange, Level
+
+pytestmark = pytest.mark.unit
 
 FP8 = {
     "quantization": "fp8_full",

@@ -14,6 +14,8 @@ from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.plan.slices import Slice
 
+pytestmark = pytest.mark.unit
+
 DSV3 = "model_name=deepseek3-671b"
 SEED_000 = [DSV3, "ici_fsdp_parallelism=1024"]
 

@@ -8,6 +8,8 @@ from conftest import RECIPES, at_recipes_root, plan_for
 from tpu_trainer.checks.run import fast_findings
 from tpu_trainer.plan.plan import Level
 
+pytestmark = pytest.mark.unit
+
 
 def _findings(value: str) -> dict[str, tuple[Level, str, str]]:
     key, _, text = value.partition("=")

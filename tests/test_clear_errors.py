@@ -35,6 +35,7 @@ from tpu_trainer.report.model import RunReport
         ("resume", "r0001"),
     ],
 )
+@pytest.mark.e2e
 def test_an_unknown_lang_is_refused_naming_the_languages(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
@@ -44,6 +45,7 @@ def test_an_unknown_lang_is_refused_naming_the_languages(
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.unit
 def test_write_report_refuses_an_unknown_language(tmp_path: Path) -> None:
     report = RunReport(
         run_id="r1",
@@ -72,6 +74,7 @@ def test_write_report_refuses_an_unknown_language(tmp_path: Path) -> None:
 # -- a user without a name ------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_no_user_name_anywhere_falls_back_to_the_uid(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
         monkeypatch.delenv(name, raising=False)
@@ -95,6 +98,7 @@ def _step_line(n: int, seconds: float) -> str:
     )
 
 
+@pytest.mark.unit
 def test_the_pace_comes_from_the_step_times_not_from_arrival() -> None:
     display = SilentDisplay()
     steps = StepDisplay(display)
@@ -121,6 +125,7 @@ def _scenario(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.unit
 def test_a_rehearsal_keeps_the_configurations_reservation_order(tmp_path: Path) -> None:
     scenario = load_scenario(_scenario(tmp_path))
     names = ("res-c", "gone", "res-a")
@@ -133,6 +138,7 @@ def test_a_rehearsal_keeps_the_configurations_reservation_order(tmp_path: Path) 
     assert "res-c, res-a, res-b" in notice and "not in the scenario: gone" in notice
 
 
+@pytest.mark.unit
 def test_a_rehearsal_says_when_it_uses_the_scenarios_reservations(tmp_path: Path) -> None:
     scenario = load_scenario(_scenario(tmp_path))
     user = replace(EMPTY, reservations=(Reservation("prod-1"),))
@@ -157,6 +163,7 @@ class _Prints:
 
 
 @pytest.mark.parametrize("stdout", ["Unable to connect to the server", "[1, 2]", ""])
+@pytest.mark.unit
 def test_kubectl_output_that_is_not_json_is_a_clear_error(stdout: str) -> None:
     kubectl = Kubectl(_Prints(stdout))
     with pytest.raises(TpuTrainerError, match="kubectl get nodes -o json") as caught:
@@ -166,6 +173,7 @@ def test_kubectl_output_that_is_not_json_is_a_clear_error(stdout: str) -> None:
         kubectl.get("configmap", "x")
 
 
+@pytest.mark.unit
 def test_kubectl_items_that_are_not_objects_are_a_clear_error() -> None:
     kubectl = Kubectl(_Prints('{"items": "none"}'))
     with pytest.raises(TpuTrainerError, match="items are not a list of objects"):

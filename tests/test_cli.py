@@ -12,6 +12,8 @@ import pytest
 
 from conftest import CONFIG, IRONWOOD, RECIPES, RECIPES_ROOT
 
+pytestmark = pytest.mark.e2e
+
 ENV = {**os.environ, "HOME": "/nonexistent-home", "TPU_TRAINER_CONFIG": "", "COLUMNS": "200"}
 
 

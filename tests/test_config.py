@@ -17,6 +17,8 @@ from tpu_trainer.config.load import (
 from tpu_trainer.config.model import KEY_NAMES, Reservation, Source, config_from_mapping
 from tpu_trainer.errors import ConfigError, TpuTrainerError
 
+pytestmark = pytest.mark.unit
+
 # Line numbers matter: tests check that sources point at them.
 VALID = """\
 # a comment on line 1

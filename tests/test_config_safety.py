@@ -12,6 +12,8 @@ from conftest import CONFIG
 from tpu_trainer.config.load import read_config
 from tpu_trainer.errors import ConfigError
 
+pytestmark = pytest.mark.unit
+
 
 def _bomb(levels: int) -> str:
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']

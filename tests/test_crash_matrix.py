@@ -12,6 +12,8 @@ import pytest
 from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.crash import Case, Rehearsal, initial, run_case
 
+pytestmark = pytest.mark.e2e
+
 SCENARIO = Path(__file__).resolve().parent / "fixtures" / "scenarios" / "crash.yaml"
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4: 16 hosts, a workload policy
 

@@ -21,6 +21,8 @@ from tpu_trainer.infra.crd import (
     validate_or_raise,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def flavor(**spec: Any) -> dict[str, Any]:
     return {

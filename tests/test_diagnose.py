@@ -36,6 +36,8 @@ from tpu_trainer.plan.diagnose import (
 )
 from tpu_trainer.plan.diagnose_score import load_corpus
 
+pytestmark = pytest.mark.unit
+
 LOGS = FIXTURES / "logs"
 CORPUS = FIXTURES / "diagnose" / "corpus.yaml"
 

@@ -24,6 +24,8 @@ from tpu_trainer.errors import InputError
 from tpu_trainer.plan.diagnose import Match, diagnose
 from tpu_trainer.plan.diagnose_score import NONE, Entry, load_corpus, predict, score
 
+pytestmark = pytest.mark.unit
+
 CORPUS = FIXTURES / "diagnose" / "corpus.yaml"
 ENTRIES = load_corpus(CORPUS)
 

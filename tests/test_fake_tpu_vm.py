@@ -21,6 +21,8 @@ from tpu_trainer.fakecloud.state import STATE_ENV
 from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
 from tpu_trainer.launchers.tpu_vm.remote import device_check_command, install_command, train_command
 
+pytestmark = pytest.mark.unit
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "fake-cloud.md"
 ZONE = "europe-west4-a"
 WHERE = (f"--zone={ZONE}", "--project=demo-project")

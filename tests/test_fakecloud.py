@@ -174,6 +174,7 @@ def _in_use(cloud: Cloud, reservation: str, zone: str) -> str:
 
 
 # ---- scenario ---------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_scenario_errors_name_the_file_and_the_key(tmp_path: Path) -> None:
     bad = copy.deepcopy(BASE)
     bad["reservations"][1]["status"] = "BROKEN"
@@ -186,6 +187,7 @@ def test_scenario_errors_name_the_file_and_the_key(tmp_path: Path) -> None:
         load_scenario(path)
 
 
+@pytest.mark.unit
 def test_the_documented_example_scenario_loads(tmp_path: Path) -> None:
     text = DOC.read_text(encoding="utf-8")
     block = re.search(r"## Scenario format\n\n```yaml\n(.*?)```", text, re.S)
@@ -199,6 +201,7 @@ def test_the_documented_example_scenario_loads(tmp_path: Path) -> None:
 
 
 # ---- gcloud -------------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_cluster_describe_has_the_gke_json_shape_and_404_text(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     c = cloud.json(
@@ -232,6 +235,7 @@ def test_cluster_describe_has_the_gke_json_shape_and_404_text(make_cloud: MakeCl
     )
 
 
+@pytest.mark.e2e
 def test_the_tools_own_clients_read_the_fake(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     runner = SubprocessRunner(env=cloud.env)
@@ -249,6 +253,7 @@ def test_the_tools_own_clients_read_the_fake(make_cloud: MakeCloud) -> None:
     assert Kubectl(runner).get("resourceflavor", "1xtpu7x-256") is None
 
 
+@pytest.mark.e2e
 def test_create_appears_in_list_uses_hosts_and_delete_gives_them_back(
     make_cloud: MakeCloud,
 ) -> None:
@@ -288,6 +293,7 @@ def test_create_appears_in_list_uses_hosts_and_delete_gives_them_back(
     assert _in_use(cloud, "res-ok", "us-central1-c") == "16"
 
 
+@pytest.mark.e2e
 def test_capacity_failures_carry_the_real_markers(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     exhausted = _create(cloud, "np-a", "us-central1-ai1a", "res-exhausted")
@@ -309,6 +315,7 @@ def test_capacity_failures_carry_the_real_markers(make_cloud: MakeCloud) -> None
     assert _pools(cloud) == {"default-pool": "RUNNING"}
 
 
+@pytest.mark.e2e
 def test_too_few_free_hosts_is_resource_exhausted(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(
         reservations=[
@@ -319,6 +326,7 @@ def test_too_few_free_hosts_is_resource_exhausted(make_cloud: MakeCloud) -> None
     assert proc.returncode == 1 and "RESOURCE_EXHAUSTED" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_provisioning_polls_then_running(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(behaviours={"provisioning_polls": 2})
     assert _create(cloud, "np-a", "us-central1-c", "res-ok").returncode == 0
@@ -326,6 +334,7 @@ def test_provisioning_polls_then_running(make_cloud: MakeCloud) -> None:
     assert seen == ["PROVISIONING", "PROVISIONING", "RUNNING"]
 
 
+@pytest.mark.e2e
 def test_conflict_on_create_answers_409(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     proc = _create(cloud, "stuck-pool", "us-central1-c", "res-ok")
@@ -334,6 +343,7 @@ def test_conflict_on_create_answers_409(make_cloud: MakeCloud) -> None:
     assert proc.stderr.rstrip().endswith("/nodePools/stuck-pool.")
 
 
+@pytest.mark.e2e
 def test_error_pools_leave_an_error_pool_behind(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(behaviours={"error_pools": True})
     assert _create(cloud, "np-a", "us-central1-ai1a", "res-exhausted").returncode == 1
@@ -342,6 +352,7 @@ def test_error_pools_leave_an_error_pool_behind(make_cloud: MakeCloud) -> None:
     assert "code=409" in again.stderr
 
 
+@pytest.mark.e2e
 def test_tpu7x_rejects_topology_flags_and_missing_policies(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     topo = cloud.run(*_create_argv("np-a", "us-central1-c", "res-ok", "--tpu-topology=4x4x8"))
@@ -366,6 +377,7 @@ def test_tpu7x_rejects_topology_flags_and_missing_policies(make_cloud: MakeCloud
     assert _pools(cloud) == {"default-pool": "RUNNING"}
 
 
+@pytest.mark.e2e
 def test_provisioning_pools_and_used_policies_cannot_be_deleted(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(behaviours={"provisioning_polls": 5})
     assert _create(cloud, "np-a", "us-central1-c", "res-ok").returncode == 0
@@ -386,6 +398,7 @@ def test_provisioning_pools_and_used_policies_cannot_be_deleted(make_cloud: Make
     assert policy.returncode == 1 and "is already being used by" in policy.stderr
 
 
+@pytest.mark.e2e
 def test_unknown_commands_and_flags_exit_2(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     choice = cloud.run("gcloud", "containr", "clusters", "list")
@@ -399,6 +412,7 @@ def test_unknown_commands_and_flags_exit_2(make_cloud: MakeCloud) -> None:
     assert "(gcloud.container.node-pools.list) unrecognized arguments: --regio=x" in flag.stderr
 
 
+@pytest.mark.e2e
 def test_workload_policy_create_then_exists(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(resource_policies=[])
     argv = [
@@ -428,6 +442,7 @@ def test_workload_policy_create_then_exists(make_cloud: MakeCloud) -> None:
     assert policy["workloadPolicy"] == {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "4x4x8"}
 
 
+@pytest.mark.e2e
 def test_concurrent_calls_are_all_recorded(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     argv = [
@@ -446,6 +461,7 @@ def test_concurrent_calls_are_all_recorded(make_cloud: MakeCloud) -> None:
 
 
 # ---- kubectl ------------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_kubectl_not_found_apply_and_patch(make_cloud: MakeCloud, tmp_path: Path) -> None:
     cloud = make_cloud(kueue={"configmap": {"tpu7x-8": "1"}})
     missing = cloud.run("kubectl", "get", "resourceflavor", "1xtpu7x-256", "-o", "json")
@@ -528,6 +544,7 @@ def _pods(cloud: Cloud, name: str) -> list[dict[str, Any]]:
     return items
 
 
+@pytest.mark.e2e
 def test_pods_of_a_one_host_slice(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(
         workloads={"pending_polls": 1, "running_polls": 1, "log": "step 0\nstep 1\n"}
@@ -544,6 +561,7 @@ def test_pods_of_a_one_host_slice(make_cloud: MakeCloud) -> None:
     assert logs.stdout == "step 0\nstep 1\n"
 
 
+@pytest.mark.e2e
 def test_pods_of_a_multi_host_slice(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     s = Slice.parse("tpu7x-4x4x4")
@@ -580,6 +598,7 @@ def _adapt(cloud: Cloud, reservation: str, zone: str) -> subprocess.CompletedPro
 
 @needs_xpk
 @pytest.mark.xpk
+@pytest.mark.e2e
 def test_xpk_rejects_an_unknown_flag_like_argparse(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     proc = cloud.run(
@@ -600,6 +619,7 @@ def test_xpk_rejects_an_unknown_flag_like_argparse(make_cloud: MakeCloud) -> Non
 
 @needs_xpk
 @pytest.mark.xpk
+@pytest.mark.e2e
 def test_xpk_adapt_memory_limit_bug(make_cloud: MakeCloud) -> None:
     cloud = make_cloud(behaviours={"xpk_memory_limit_bug": True})
     proc = _adapt(cloud, "res-ok", "us-central1-c")
@@ -615,6 +635,7 @@ def test_xpk_adapt_memory_limit_bug(make_cloud: MakeCloud) -> None:
 
 @needs_xpk
 @pytest.mark.xpk
+@pytest.mark.e2e
 def test_xpk_adapt_as_released_configures_kueue_but_makes_no_pool(make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     made = _adapt(cloud, "res-ok", "us-central1-c")
@@ -626,6 +647,7 @@ def test_xpk_adapt_as_released_configures_kueue_but_makes_no_pool(make_cloud: Ma
 
 @needs_xpk
 @pytest.mark.xpk
+@pytest.mark.e2e
 def test_xpk_adapt_then_workloads_succeed_and_fail(make_cloud: MakeCloud) -> None:
     # the seed documents' xpk, whose adapt also made the node pools
     cloud = make_cloud(
@@ -674,6 +696,7 @@ def test_xpk_adapt_then_workloads_succeed_and_fail(make_cloud: MakeCloud) -> Non
     assert set(cloud.data()["workloads"]) == {"ok-run", "bad-run"}
 
 
+@pytest.mark.unit
 def test_shims_are_sh_scripts_running_this_python(tmp_path: Path) -> None:
     write_shims(tmp_path, python="/opt/py/bin/python")
     for tool in ("gcloud", "kubectl", "xpk"):

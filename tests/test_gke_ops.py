@@ -24,6 +24,8 @@ from tpu_trainer.launchers.gke.run import GkeRun
 from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.store.db import RunStatus, RunStore
 
+pytestmark = pytest.mark.e2e
+
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4, 16 hosts
 POOL = {"machine_type": "tpu7x-standard-4t", "node_count": 16, "zone": "us-central1-ai1a"}
 

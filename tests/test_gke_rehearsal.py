@@ -17,6 +17,8 @@ import pytest
 from conftest import GOLDEN, RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 
+pytestmark = pytest.mark.e2e
+
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "scenarios"
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4: 16 hosts, multi-host, needs a workload policy
 

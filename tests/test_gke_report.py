@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from conftest import RECIPES, RECIPES_ROOT, cli_env
+
+pytestmark = pytest.mark.e2e
 
 RECIPE = RECIPES["tee-upload"]  # mixtral-moe, 4k-fp8-tpu7x-4x4x4
 

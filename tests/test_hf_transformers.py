@@ -43,6 +43,7 @@ def _lines(name: str) -> list[str]:
 
 
 # ---- the log ---------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_transformers5_string_values_behind_tqdm_give_steps_in_order_and_the_summary() -> None:
     log = read_hf_log(_lines("transformers5_tqdm.log"))
     steps = log.parsed.steps
@@ -60,6 +61,7 @@ def test_transformers5_string_values_behind_tqdm_give_steps_in_order_and_the_sum
     assert [s.seconds for s in steps] == [pytest.approx(16.4 / 8)] * 8
 
 
+@pytest.mark.unit
 def test_transformers4_numbers_with_logging_every_10_steps() -> None:
     log = read_hf_log(_lines("transformers4_numbers.log"), logging_steps=10)
     assert [s.step for s in log.parsed.steps] == [9, 19, 29]
@@ -69,6 +71,7 @@ def test_transformers4_numbers_with_logging_every_10_steps() -> None:
     assert log.parsed.steps[0].seconds == pytest.approx(96.2043 / 30)
 
 
+@pytest.mark.unit
 def test_the_generated_scripts_step_and_step_seconds_are_used_as_logged() -> None:
     log = read_hf_log(_lines("train_hf_tpu.log"))
     steps = log.parsed.steps
@@ -79,6 +82,7 @@ def test_the_generated_scripts_step_and_step_seconds_are_used_as_logged() -> Non
     assert read_log(_lines("train_hf_tpu.log")) == log.parsed
 
 
+@pytest.mark.unit
 def test_parse_step_reads_one_line_and_ignores_summary_eval_and_other_lines() -> None:
     tqdm = "\r 50%|█████     | 4/8 [00:08<00:08]\r      \r{'loss': '4.877', 'epoch': '0.5'}"
     step = parse_step(tqdm, index=3)
@@ -90,6 +94,7 @@ def test_parse_step_reads_one_line_and_ignores_summary_eval_and_other_lines() ->
     assert parse_step("loss went down") is None
 
 
+@pytest.mark.unit
 def test_log_values_that_are_not_literals_are_never_evaluated() -> None:
     hostile = "{'loss': __import__('os').system('touch /tmp/pwned'), 'epoch': '1'}"
     assert list(log_dicts(hostile)) == []
@@ -99,6 +104,7 @@ def test_log_values_that_are_not_literals_are_never_evaluated() -> None:
     assert found == [{"loss": "3.5"}]
 
 
+@pytest.mark.unit
 def test_numbers_from_strings_nan_and_junk() -> None:
     assert number("5.564") == 5.564
     assert number(3) == 3.0
@@ -108,6 +114,7 @@ def test_numbers_from_strings_nan_and_junk() -> None:
     assert number(None) is None
 
 
+@pytest.mark.unit
 def test_a_log_without_steps_or_summary_has_no_step_time() -> None:
     log = read_hf_log(["starting", "{'not_a_log': 1}"])
     assert log.parsed.steps == () and log.summary is None and log.step_time is StepTime.NONE
@@ -115,6 +122,7 @@ def test_a_log_without_steps_or_summary_has_no_step_time() -> None:
 
 
 # ---- the script and the program -----------------------------------------------------------
+@pytest.mark.unit
 def test_the_training_script_matches_its_golden_file_and_compiles(update_golden: bool) -> None:
     text = render_train_script(HfSettings())
     check_golden(GOLDEN / "hf" / "train_hf.py.txt", text, update_golden)
@@ -134,6 +142,7 @@ def _settings_literal(script: str) -> dict[str, object]:
     raise AssertionError("no SETTINGS in the script")
 
 
+@pytest.mark.unit
 def test_settings_are_written_as_literals_even_with_quotes_and_newlines() -> None:
     odd = HfSettings(text_column='text\'\n"); import os; os.system("x")  #')
     script = render_train_script(odd)
@@ -142,6 +151,7 @@ def test_settings_are_written_as_literals_even_with_quotes_and_newlines() -> Non
     assert "import os" not in script.split("SETTINGS = {", 1)[0]
 
 
+@pytest.mark.unit
 def test_no_secret_reaches_the_script_or_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
     monkeypatch.setenv("WANDB_API_KEY", "wandb-made-up-0123456789")
@@ -156,6 +166,7 @@ def test_no_secret_reaches_the_script_or_the_program(monkeypatch: pytest.MonkeyP
     assert "wandb" in program.requirements
 
 
+@pytest.mark.unit
 def test_the_tpu_vm_program_runs_the_same_script_everywhere_with_pjrt_tpu() -> None:
     program = hf_program(HfSettings())
     assert program.args == (SCRIPT_NAME,)  # no --cpu, no xla_spawn, no per-worker argument
@@ -184,6 +195,7 @@ def test_the_tpu_vm_program_runs_the_same_script_everywhere_with_pjrt_tpu() -> N
         ({"learning_rate": 0.0}, "must be > 0"),
     ],
 )
+@pytest.mark.unit
 def test_settings_that_cannot_work_are_refused(change: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message):
         HfSettings(**change)  # type: ignore[arg-type]
@@ -215,6 +227,7 @@ def hf_python() -> Path:
     return install_hf(SubprocessRunner(), lambda _: None)  # reused when present
 
 
+@pytest.mark.runtime
 def test_every_training_argument_the_script_passes_exists_in_transformers(
     hf_python: Path, tmp_path: Path
 ) -> None:
@@ -230,6 +243,7 @@ def test_every_training_argument_the_script_passes_exists_in_transformers(
     assert HfSettings().optim in answer["optimizers"]
 
 
+@pytest.mark.runtime
 def test_the_script_trains_a_tiny_llama_on_cpu_and_its_log_is_stored_as_a_run(
     hf_python: Path, tmp_path: Path
 ) -> None:
@@ -314,6 +328,7 @@ print(json.dumps({"blocks": blocks, "calls": calls}))
 """
 
 
+@pytest.mark.runtime
 def test_the_tpu_path_cuts_the_hub_text_into_blocks_joined_by_eos(
     hf_python: Path, tmp_path: Path
 ) -> None:

@@ -46,6 +46,7 @@ def _kplan(variant: str, **opts: Any) -> KubeRayPlan:
 
 
 @pytest.mark.parametrize("variant", sorted(CASES))
+@pytest.mark.unit
 def test_manifest_and_entry_script_match_their_golden_files(
     variant: str, update_golden: bool
 ) -> None:
@@ -59,11 +60,13 @@ def test_manifest_and_entry_script_match_their_golden_files(
 
 
 @pytest.mark.parametrize("variant", sorted(CASES))
+@pytest.mark.unit
 def test_the_raycluster_is_valid_against_kuberays_crd(variant: str) -> None:
     kplan = _kplan(variant)
     assert crd.validate(kplan.cluster, folder=crd.crd_dir()) == []
 
 
+@pytest.mark.unit
 def test_the_worker_group_is_the_slice_hosts_by_slices() -> None:
     plan = plan_for(RECIPES["tee-upload"], num_slices=2)  # tpu7x-4x4x4: 64 chips, 16 hosts
     cluster = kuberay_plan(plan, SETTINGS, RUN_ID).cluster
@@ -80,12 +83,14 @@ def test_the_worker_group_is_the_slice_hosts_by_slices() -> None:
     assert TPU_RESOURCE not in json.dumps(head)
 
 
+@pytest.mark.unit
 def test_a_mistake_in_the_manifest_is_caught_by_the_crd() -> None:
     cluster = _kplan("classic").cluster
     cluster["spec"]["workerGroupSpecs"][0]["numOfHost"] = 1  # typo
     assert any("numOfHost" in e for e in crd.validate(cluster, folder=crd.crd_dir()))
 
 
+@pytest.mark.unit
 def test_the_entry_script_carries_arguments_as_literals_never_through_a_shell() -> None:
     odd = 'a "red" fox; $(rm -rf /) `x` \\ done'
     kplan = _kplan("classic", overrides=(("prompt", odd),))
@@ -103,12 +108,14 @@ def test_the_entry_script_carries_arguments_as_literals_never_through_a_shell() 
     assert values["WORKER_ENV"]["JAX_PLATFORMS"] == "tpu"
 
 
+@pytest.mark.unit
 def test_names_are_short_valid_and_carry_the_run() -> None:
     name = cluster_name("0badc0de", "A Very_Long Model Name With Words 405B Instruct")
     assert len(name) <= NAME_MAX and is_valid_workload_name(name)
     assert name.startswith("tpt-0badc0de-")
 
 
+@pytest.mark.unit
 def test_a_cpu_slice_cannot_become_a_raycluster() -> None:
     with pytest.raises(InputError, match="no GKE TPU node label"):
         raycluster("x", Slice.parse("cpu-1"), 1, SETTINGS, RUN_ID)
@@ -130,6 +137,7 @@ print(json.dumps(found))
 """
 
 
+@pytest.mark.runtime
 def test_ray_2_60_accepts_the_entry_scripts_scaling_config(tmp_path: Path) -> None:
     python = install_ray(SubprocessRunner(), lambda _: None)
     scripts = {}

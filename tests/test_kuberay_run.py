@@ -26,6 +26,8 @@ from tpu_trainer.launchers.ray.follow import Deadlines
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
+pytestmark = pytest.mark.e2e
+
 TOKEN = "kuberay-made-token-5f2c9e0a7b"
 RUN_ID = "feedf00d"
 RAY_LOG = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs" / "ray_v6e_4x4.log"

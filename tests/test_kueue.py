@@ -26,6 +26,8 @@ from tpu_trainer.launchers.gke.kueue import (
 )
 from tpu_trainer.plan.slices import Slice
 
+pytestmark = pytest.mark.unit
+
 TPU7X_256 = Slice.parse("tpu7x-4x4x8")
 
 # `kubectl get clusterqueue cluster-queue -o json` on a Kueue v0.19 cluster that xpk created for

@@ -10,6 +10,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from conftest import CONFIG, RECIPES, plan_for
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.infra.tool_env import cache_dir
@@ -33,6 +35,7 @@ def _example_and_env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return example, env
 
 
+@pytest.mark.unit
 def test_local_args_replace_what_only_makes_sense_on_tpus(tmp_path: Path) -> None:
     plan = plan_for(RECIPES["classic"])
     args = local_args(plan, tmp_path, "abcd1234")
@@ -47,6 +50,7 @@ def test_local_args_replace_what_only_makes_sense_on_tpus(tmp_path: Path) -> Non
     assert [a for a in args if a.startswith("run_name=")] == ["run_name=tpt-abcd1234"]
 
 
+@pytest.mark.unit
 def test_a_run_id_that_looks_like_a_number_stays_a_name(tmp_path: Path) -> None:
     # MaxText types command-line values like YAML: a bare 662482e3 would be 662482000.0.
     from tpu_trainer.checks.pyconfig import cli_value as parse_value
@@ -57,6 +61,7 @@ def test_a_run_id_that_looks_like_a_number_stays_a_name(tmp_path: Path) -> None:
     assert parse_value(name) == "tpt-662482e3"
 
 
+@pytest.mark.unit
 def test_base_config_is_found_inside_the_installed_package(tmp_path: Path) -> None:
     assert base_config(tmp_path, "maxtext/configs/base.yml") == tmp_path / "configs" / "base.yml"
     assert (
@@ -64,6 +69,7 @@ def test_base_config_is_found_inside_the_installed_package(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.unit
 def test_the_example_is_a_cpu_recipe_without_cloud_warnings() -> None:
     plan = plan_request(
         Request(str(EXAMPLE), config_path=CONFIG),
@@ -73,6 +79,7 @@ def test_the_example_is_a_cpu_recipe_without_cloud_warnings() -> None:
     assert [f for f in plan.findings if f.status.value != "pass"] == []
 
 
+@pytest.mark.runtime
 def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> None:
     example, env = _example_and_env(tmp_path)
     proc = subprocess.run(
@@ -110,6 +117,7 @@ def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> 
     assert len(list(example.glob(f"tiny-llama-{run_id}-*.png"))) == 3
 
 
+@pytest.mark.runtime
 def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -> None:
     import signal
     import sqlite3

@@ -9,6 +9,7 @@ import pytest
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, MaxTextConfigsError, configs_dir
 
 
+@pytest.mark.runtime
 def test_without_the_runtime_the_wheel_gives_the_files(tmp_path: Path) -> None:
     env = {"TPU_TRAINER_CACHE": str(tmp_path), "HOME": str(tmp_path)}
     with pytest.raises(MaxTextConfigsError, match="not installed") as missing:
@@ -23,6 +24,7 @@ def test_without_the_runtime_the_wheel_gives_the_files(tmp_path: Path) -> None:
     assert configs_dir(env, fetch=False) == configs.root
 
 
+@pytest.mark.unit
 def test_effective_layers_base_model_and_arguments() -> None:
     configs = MaxTextConfigs.load()
     eff = configs.effective({"model_name": "llama3.1-8b", "base_emb_dim": "64", "steps": "7"})

@@ -27,6 +27,8 @@ from tpu_trainer.frameworks.maxtext.log import (
 from tpu_trainer.metrics.summary import RunMetrics, compare, summarize
 from tpu_trainer.plan.slices import Slice
 
+pytestmark = pytest.mark.unit
+
 LOGS = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs"
 PREFIX = "I1122 04:29:46.380500 139763251608448 metric_logger.py:265] "
 LINE = (

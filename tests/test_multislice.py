@@ -88,6 +88,7 @@ def _db(tmp_path: Path) -> sqlite3.Connection:
     return sqlite3.connect(tmp_path / "store" / "runs.db")
 
 
+@pytest.mark.e2e
 def test_two_slices_check_first_make_one_pool_per_slice_train_and_delete_both(
     tmp_path: Path,
 ) -> None:
@@ -117,6 +118,7 @@ def test_two_slices_check_first_make_one_pool_per_slice_train_and_delete_both(
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "succeeded"
 
 
+@pytest.mark.e2e
 def test_two_slices_on_a_cluster_without_multi_networking_stop_before_anything_is_made(
     tmp_path: Path,
 ) -> None:
@@ -132,6 +134,7 @@ def test_two_slices_on_a_cluster_without_multi_networking_stop_before_anything_i
     assert _db(tmp_path).execute("SELECT status FROM runs").fetchone()[0] == "failed"
 
 
+@pytest.mark.e2e
 def test_not_logged_in_stops_before_the_first_create_and_says_gcloud_auth_login(
     tmp_path: Path,
 ) -> None:
@@ -145,6 +148,7 @@ def test_not_logged_in_stops_before_the_first_create_and_says_gcloud_auth_login(
     assert sorted(state["node_pools"]) == ["default-pool"]
 
 
+@pytest.mark.e2e
 def test_a_wrong_cluster_name_is_named_with_the_clusters_that_exist(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -180,6 +184,7 @@ def test_a_wrong_cluster_name_is_named_with_the_clusters_that_exist(tmp_path: Pa
         ),
     ],
 )
+@pytest.mark.e2e
 def test_pods_that_never_schedule_fail_at_the_schedule_deadline_with_the_last_reason(
     tmp_path: Path, changes: dict[str, Any], reasons: list[str], stored: str
 ) -> None:
@@ -196,6 +201,7 @@ def test_pods_that_never_schedule_fail_at_the_schedule_deadline_with_the_last_re
     assert status == "failed" and stored in error
 
 
+@pytest.mark.e2e
 def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) -> None:
     from tpu_trainer.app.display import SilentDisplay
     from tpu_trainer.app.services import recording_services
@@ -241,6 +247,7 @@ def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) 
     assert prov._usable_existing(only_one) is None
 
 
+@pytest.mark.e2e
 def test_the_fake_gcloud_without_an_account_answers_with_gclouds_own_text(tmp_path: Path) -> None:
     from tpu_trainer.fakecloud.rehearsal import prepare
 
@@ -266,6 +273,7 @@ def test_the_fake_gcloud_without_an_account_answers_with_gclouds_own_text(tmp_pa
 
 
 @pytest.mark.parametrize("num_slices", [1, 2])
+@pytest.mark.unit
 def test_a_resumed_run_plans_for_the_slices_it_ran_on(num_slices: int) -> None:
     from conftest import plan_for
     from tpu_trainer.app.plan_json import plan_json

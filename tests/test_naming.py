@@ -24,6 +24,8 @@ from tpu_trainer.plan.naming import (
     workload_prefix,
 )
 
+pytestmark = pytest.mark.unit
+
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 WHEN = datetime(2026, 11, 22, 6, 0)
 LATEST = datetime(2099, 12, 31, 23, 59)

@@ -19,6 +19,8 @@ from tpu_trainer.launchers.gke.nodepool import (
 )
 from tpu_trainer.plan.slices import Slice
 
+pytestmark = pytest.mark.unit
+
 
 def _request(device: str, machine_type: str = "tpu7x-ultranet-4t") -> NodePoolRequest:
     s = Slice.parse(device)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import CONFIG, RECIPES, RECIPES_ROOT, at_recipes_root, plan_for
 from test_cli import cli
 from tpu_trainer.app.plan_json import plan_json
@@ -26,6 +28,7 @@ def _cli(*args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.e2e
 def test_plan_json_and_the_plan_table_show_the_same_findings() -> None:
     folder = str(RECIPES_ROOT / RECIPES["classic"])
     data = json.loads(_cli("plan", folder, "--config", str(CONFIG), "--json"))
@@ -42,6 +45,7 @@ def test_plan_json_and_the_plan_table_show_the_same_findings() -> None:
     assert shown == names
 
 
+@pytest.mark.unit
 def test_the_stored_plan_carries_the_same_findings() -> None:
     plan = plan_for(RECIPES["classic"])
     with at_recipes_root():

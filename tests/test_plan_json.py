@@ -9,6 +9,8 @@ import pytest
 from conftest import FIXTURES, GOLDEN, RECIPES, at_recipes_root, check_golden, plan_for
 from tpu_trainer.app.plan_json import SCHEMA, plan_json
 
+pytestmark = pytest.mark.unit
+
 TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
     "schema": str,
     "model": str,

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from conftest import CONFIG, RECIPES, plan_for
 from tpu_trainer.config.load import read_config
 from tpu_trainer.infra.gcloud import Cluster, NodePool
 from tpu_trainer.launchers.gke.kueue import cluster_queue, local_queue, resource_flavor
 from tpu_trainer.launchers.gke.preflight import Observed, checks, multislice_checks
 from tpu_trainer.plan.plan import Level
+
+pytestmark = pytest.mark.unit
 
 
 def _pool(zone: str = "us-central1-ai1a", status: str = "RUNNING") -> NodePool:

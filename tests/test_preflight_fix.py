@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+
+pytestmark = pytest.mark.e2e
 
 RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4, 16 hosts
 SCENARIO = {

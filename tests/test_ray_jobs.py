@@ -27,6 +27,8 @@ from tpu_trainer.launchers.ray.follow import (
     Waiting,
 )
 
+pytestmark = pytest.mark.unit
+
 TOKEN = "a-test-token-0123456789"
 WAITING = Waiting(
     shape="1 x v6e-4x4 (4 hosts x 4 chips each)", fix="add a node pool with --tpu-topology=4x4"

@@ -24,6 +24,8 @@ from tpu_trainer.launchers.ray.follow import Deadlines, JobEnd, JobLogs, RayJobF
 from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.store.db import RunStatus, RunStore
 
+pytestmark = pytest.mark.runtime
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "local" / "tiny-llama"
 
 

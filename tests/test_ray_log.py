@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tpu_trainer.frameworks.maxtext.log import read_log
 from tpu_trainer.launchers.ray.log import (
     Worker0Lines,
@@ -13,6 +15,8 @@ from tpu_trainer.launchers.ray.log import (
     training_started,
     waiting_reason,
 )
+
+pytestmark = pytest.mark.unit
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RAY_V6E = FIXTURES / "maxtext_logs" / "ray_v6e_4x4.log"

@@ -8,6 +8,8 @@ from conftest import IRONWOOD, RECIPES, RECIPES_ROOT
 from tpu_trainer.errors import RecipeError
 from tpu_trainer.recipes.recipe import Framework, Recipe, StepKind, parse_recipe
 
+pytestmark = pytest.mark.unit
+
 
 def read(kind: str) -> Recipe:
     path = RECIPES_ROOT / RECIPES[kind] / "run_recipe.sh"

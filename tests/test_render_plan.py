@@ -14,6 +14,8 @@ from tpu_trainer.cli.check_cmd import render_checks
 from tpu_trainer.cli.render_plan import render_plan
 from tpu_trainer.plan.plan import Finding, Level
 
+pytestmark = pytest.mark.unit
+
 
 def _render(width: int, **opts: object) -> str:
     buffer = io.StringIO()

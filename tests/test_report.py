@@ -16,6 +16,8 @@ from tpu_trainer.report import RunReport, StepRow, marker, update_readme, write_
 from tpu_trainer.report.model import Outcome
 from tpu_trainer.report.readme import lock_path
 
+pytestmark = pytest.mark.unit
+
 REPORT_GOLDEN = GOLDEN / "report"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -17,6 +17,8 @@ from tpu_trainer.errors import InputError
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import RunMode, RunStatus, RunStore
 
+pytestmark = pytest.mark.unit
+
 RECIPE = RECIPES_ROOT / RECIPES["tee-upload"]  # mixtral-moe/4k-fp8-tpu7x-4x4x4, no xpk level
 RUN = "r0001"
 

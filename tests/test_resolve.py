@@ -17,6 +17,8 @@ from tpu_trainer.recipes.resolve import (
     resolve_path,
 )
 
+pytestmark = pytest.mark.unit
+
 # Recipe folders, relative to <root>/training/ironwood; True when they have the xpk/ level.
 TREE = {
     "llama3-8b/4k-bf16-tpu7x-4x4x8": True,

@@ -15,6 +15,8 @@ from tpu_trainer.infra.runner import (
     is_read_only,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_runner_returns_code_and_output() -> None:
     r = SubprocessRunner().run([sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"])

@@ -268,6 +268,7 @@ def assert_consistent(config: Mapping[str, Any], scaled: ScaledArgs) -> dict[str
     return cpu
 
 
+@pytest.mark.unit
 def test_dense_recipe_is_shrunk_with_its_gqa_ratio_and_tpu_only_settings_neutralised() -> None:
     config = _config(LLAMA, LLAMA_ARGS)
     scaled = scale_down(LLAMA_ARGS, config)
@@ -299,6 +300,7 @@ def test_dense_recipe_is_shrunk_with_its_gqa_ratio_and_tpu_only_settings_neutral
     assert "8/1 heads" in scaled.summary and "2 layers" in scaled.summary
 
 
+@pytest.mark.unit
 def test_moe_recipe_stays_moe_with_a_dense_layer_first_and_mla_scaled() -> None:
     config = _config(DEEPSEEK, DEEPSEEK_ARGS)
     scaled = scale_down(DEEPSEEK_ARGS, config)
@@ -331,6 +333,7 @@ def test_moe_recipe_stays_moe_with_a_dense_layer_first_and_mla_scaled() -> None:
     ("model", "layers", "shared"),
     [(GPT_OSS, 2, 0), (GEMMA4_MOE, 6, 0), (GEMMA4_E2B, 6, 1), (QWEN3_MOE, 2, 0)],
 )
+@pytest.mark.unit
 def test_layer_patterns_keep_one_full_cycle(
     model: dict[str, Any], layers: int, shared: int
 ) -> None:
@@ -341,6 +344,7 @@ def test_layer_patterns_keep_one_full_cycle(
     assert cpu["num_kv_shared_layers"] == shared
 
 
+@pytest.mark.unit
 def test_a_model_whose_experts_are_its_only_mlp_keeps_equal_widths() -> None:
     config = _config(QWEN3_MOE, ["model_name=qwen3-235b-a22b"])
     cpu = assert_consistent(config, scale_down(["model_name=qwen3-235b-a22b"], config))
@@ -348,6 +352,7 @@ def test_a_model_whose_experts_are_its_only_mlp_keeps_equal_widths() -> None:
     assert (cpu["base_num_query_heads"], cpu["base_num_kv_heads"]) == (16, 1)  # ratio 16 kept
 
 
+@pytest.mark.unit
 def test_gemma4_global_layers_keep_a_kv_head_and_per_layer_embeddings_follow_the_vocab() -> None:
     args = ["model_name=gemma4-e2b", "scan_layers=False"]
     config = _config(GEMMA4_E2B, args)
@@ -360,6 +365,7 @@ def test_gemma4_global_layers_keep_a_kv_head_and_per_layer_embeddings_follow_the
     assert _values(scale_down(["model_name=gemma4-26b"], config))["global_num_kv_heads"] == "1"
 
 
+@pytest.mark.unit
 def test_gpu_only_quantization_and_cloud_switches_are_dropped_or_turned_off() -> None:
     args = [
         "model_name=llama3.1-70b",
@@ -379,6 +385,7 @@ def test_gpu_only_quantization_and_cloud_switches_are_dropped_or_turned_off() ->
     assert "GPU" in why["quantization"] and "Cloud Storage" in why["load_parameters_path"]
 
 
+@pytest.mark.unit
 def test_keys_the_user_set_are_left_alone() -> None:
     args = [*LLAMA_ARGS, "steps=25", "base_num_decoder_layers=4"]
     scaled = scale_down(args, _config(LLAMA, args), fixed={"steps", "base_num_decoder_layers"})
@@ -387,6 +394,7 @@ def test_keys_the_user_set_are_left_alone() -> None:
     assert {"steps", "base_num_decoder_layers"}.isdisjoint(c.key for c in scaled.changes)
 
 
+@pytest.mark.unit
 def test_keys_maxtext_does_not_know_are_kept_and_flagged_with_the_closest_one() -> None:
     args = ["model_name=llama3.1-70b", "fsdp_shard_on_exp=True", "steps=30"]
     known = {*BASE, "shard_exp_on_fsdp", "steps", "override_model_config"}
@@ -396,6 +404,7 @@ def test_keys_maxtext_does_not_know_are_kept_and_flagged_with_the_closest_one() 
     assert scaled.unknown == ("fsdp_shard_on_exp (did you mean shard_exp_on_fsdp?)",)
 
 
+@pytest.mark.unit
 def test_a_change_says_what_it_did() -> None:
     scaled = scale_down(DEEPSEEK_ARGS, _config(DEEPSEEK, DEEPSEEK_ARGS))
     lines = [c.describe() for c in scaled.changes]
@@ -420,6 +429,7 @@ def test_a_change_says_what_it_did() -> None:
         "llama4-17b-16e",
     ],
 )
+@pytest.mark.unit
 def test_the_installed_maxtext_model_files_scale_consistently(model: str) -> None:
     configs = MaxTextConfigs.load()
     args = [f"model_name={model}", "attention=flash", "ici_fsdp_parallelism=64"]
@@ -460,6 +470,7 @@ def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--backend", "local", "--rehearse", "x.yaml"], "drop --rehearse"),
     ],
 )
+@pytest.mark.e2e
 def test_train_refuses_flag_combinations_that_cannot_work(
     tmp_path: Path, flags: list[str], needle: str
 ) -> None:
@@ -469,6 +480,7 @@ def test_train_refuses_flag_combinations_that_cannot_work(
     assert not (tmp_path / "store" / "runs").exists()  # refused before anything ran
 
 
+@pytest.mark.e2e
 def test_train_refuses_to_send_a_cpu_recipe_to_gke_and_to_shrink_maxdiffusion(
     tmp_path: Path,
 ) -> None:

@@ -17,6 +17,8 @@ from conftest import TESTS
 from tpu_trainer.infra.tool_env import cache_dir
 from tpu_trainer.store.db import RunStore
 
+pytestmark = pytest.mark.runtime
+
 IRONWOOD = TESTS / "fixtures" / "scale_down" / "training" / "ironwood"
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tpu_trainer.launchers.gke.scheduling import (
     first_unscheduled,
     kueue_reason,
     unscheduled_reason,
     workload_of,
 )
+
+pytestmark = pytest.mark.unit
 
 QUOTA = (
     "couldn't assign flavors to pod set slice-job-1: insufficient unused quota for "

@@ -23,6 +23,8 @@ from tpu_trainer.launchers.gke.scripts import render_submit
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.recipes.recipe import parse_recipe
 
+pytestmark = pytest.mark.unit
+
 CLASSIC = IRONWOOD / "tinyllama-8b" / "8k-bf16-tpu7x-2x2x1" / "xpk" / "run_recipe.sh"
 _RECORDER = f"""#!{sys.executable}
 import json, os, sys

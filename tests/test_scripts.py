@@ -34,16 +34,19 @@ def _shellcheck() -> str:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.unit
 def test_submit_script_matches_golden(kind: str, update_golden: bool) -> None:
     check_golden(GOLDEN / kind / "submit.sh", render_submit(plan_for(RECIPES[kind])), update_golden)
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.unit
 def test_setup_script_matches_golden(kind: str, update_golden: bool) -> None:
     check_golden(GOLDEN / kind / "setup.sh", render_setup(plan_for(RECIPES[kind])), update_golden)
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.unit
 def test_generated_scripts_pass_shellcheck(kind: str, tmp_path: Path) -> None:
     plan = plan_for(RECIPES[kind])
     files = []
@@ -80,6 +83,7 @@ def _run_submit(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.unit
 def test_submit_script_under_bash_hands_xpk_exactly_the_planned_argv(
     kind: str, tmp_path: Path, fake_bin: Path
 ) -> None:
@@ -90,6 +94,7 @@ def test_submit_script_under_bash_hands_xpk_exactly_the_planned_argv(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.unit
 def test_submit_script_words_survive_both_shells(kind: str, tmp_path: Path, fake_bin: Path) -> None:
     """The pod's shell must see exactly the program arguments and XLA flags of the plan."""
     plan = plan_for(RECIPES[kind])
@@ -109,6 +114,7 @@ def test_submit_script_words_survive_both_shells(kind: str, tmp_path: Path, fake
     assert libtpu.removeprefix("LIBTPU_INIT_ARGS=").split() == list(plan.xla_flags)
 
 
+@pytest.mark.unit
 def test_submit_script_default_workload_name_is_valid(tmp_path: Path, fake_bin: Path) -> None:
     plan = plan_for(RECIPES["classic"])
     code, calls, _ = _run_submit(plan, tmp_path, fake_bin, {})
@@ -118,6 +124,7 @@ def test_submit_script_default_workload_name_is_valid(tmp_path: Path, fake_bin: 
 
 
 @pytest.mark.parametrize("bad", ["Bad_Name", "a--b", "x" * 41, "9starts-with-digit", "ends-"])
+@pytest.mark.unit
 def test_submit_script_refuses_an_invalid_workload_name(
     bad: str, tmp_path: Path, fake_bin: Path
 ) -> None:
@@ -129,6 +136,7 @@ def test_submit_script_refuses_an_invalid_workload_name(
 
 
 @pytest.mark.xpk
+@pytest.mark.runtime
 def test_xpk_parser_accepts_every_generated_workload_create() -> None:
     argvs = [submitted_argv(plan_for(RECIPES[kind])) for kind in KINDS]
     results = check_xpk_argvs(argvs)
@@ -141,6 +149,7 @@ def test_xpk_parser_accepts_every_generated_workload_create() -> None:
 
 
 @pytest.mark.xpk
+@pytest.mark.runtime
 def test_xpk_parser_rejects_a_misspelled_flag() -> None:
     argv = submitted_argv(plan_for(RECIPES["classic"]))
     argv = [a.replace("--num-slices=", "--num-slice=") for a in argv]
@@ -187,6 +196,7 @@ def _run_setup(plan: Plan, tmp_path: Path, fake_bin: Path, image_exists: bool) -
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
+@pytest.mark.unit
 def test_setup_script_skips_the_build_when_the_image_exists(tmp_path: Path, fake_bin: Path) -> None:
     calls = _run_setup(plan_for(RECIPES["classic"]), tmp_path, fake_bin, image_exists=True)
     assert calls[0][:4] == ["gcloud", "container", "clusters", "get-credentials"]
@@ -194,6 +204,7 @@ def test_setup_script_skips_the_build_when_the_image_exists(tmp_path: Path, fake
     assert len(calls) == 2
 
 
+@pytest.mark.unit
 def test_setup_script_builds_and_pushes_when_the_image_is_missing(
     tmp_path: Path, fake_bin: Path
 ) -> None:
@@ -212,6 +223,7 @@ def test_setup_script_builds_and_pushes_when_the_image_is_missing(
     assert calls[-1] == ["docker", "push", "gcr.io/demo-project/maxtext-runner"]
 
 
+@pytest.mark.unit
 def test_environment_is_not_leaked_into_scripts() -> None:
     os.environ["HF_TOKEN"] = "hf_secret_value_for_test"
     try:

@@ -14,6 +14,8 @@ from tpu_trainer.catalog.accelerators import (
 from tpu_trainer.errors import InputError, TopologyError, TpuTrainerError
 from tpu_trainer.plan.slices import Slice, topology_is_valid, valid_topologies
 
+pytestmark = pytest.mark.unit
+
 # ---------------------------------------------------------------------------
 # Seed 000: the topology table
 # ---------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunMode, RunStatus, RunStore
 from tpu_trainer.store.migrations import MIGRATIONS
 
+pytestmark = pytest.mark.unit
+
 
 def _store(tmp_path: Path) -> RunStore:
     return RunStore(tmp_path / "runs.db")

@@ -28,6 +28,8 @@ from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
+pytestmark = pytest.mark.e2e
+
 POLICY = "tpu7x-128-4x4x4-placement-policy"
 
 

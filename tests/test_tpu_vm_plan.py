@@ -31,6 +31,8 @@ from tpu_trainer.launchers.tpu_vm.spec import (
 from tpu_trainer.plan.naming import is_valid_workload_name
 from tpu_trainer.plan.slices import Slice
 
+pytestmark = pytest.mark.unit
+
 
 def _spec(
     provisioning: Provisioning = Provisioning.ON_DEMAND, *, queued: bool = False

@@ -34,6 +34,8 @@ from tpu_trainer.launchers.tpu_vm.spec import Provisioning, tpu_vm_spec
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.db import RunStatus, RunStore
 
+pytestmark = pytest.mark.e2e
+
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "tpu_vm"
 HF_TOKEN = "hf_" + "Zq8" * 11  # made up, shaped like a real one
 WANDB_KEY = "wandb-local-7f3e9a1c5b2d4e6f8a0b"  # made up, shaped like nothing in particular

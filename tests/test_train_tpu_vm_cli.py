@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.state import read_state
+
+pytestmark = pytest.mark.e2e
 
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "tpu_vm"
 

@@ -35,6 +35,7 @@ ROLES = ("model_config", "actor_model_config", "reference_model_config", "rollou
 LOG = Path(__file__).resolve().parent / "fixtures" / "tpu_vm" / "tunix_grpo.log"
 
 
+@pytest.mark.unit
 def test_every_model_section_is_complete_and_written_out_without_yaml_aliases() -> None:
     text = render_grpo_config(GrpoSettings())
     assert "&id" not in text and "*id" not in text
@@ -56,6 +57,7 @@ def test_every_model_section_is_complete_and_written_out_without_yaml_aliases() 
     }
 
 
+@pytest.mark.unit
 def test_the_small_batch_profile_is_seed_002s_oom_fix_and_says_what_it_changes() -> None:
     seed = GrpoSettings()
     fixed = with_profile(seed, MemoryProfile.SMALL_BATCH)
@@ -68,6 +70,7 @@ def test_the_small_batch_profile_is_seed_002s_oom_fix_and_says_what_it_changes()
     assert grpo_config(fixed)["batch_size"] == 1
 
 
+@pytest.mark.unit
 def test_settings_that_cannot_work_are_refused() -> None:
     with pytest.raises(InputError, match="num_generations ≥ 2"):
         GrpoSettings(num_generations=1)
@@ -75,6 +78,7 @@ def test_settings_that_cannot_work_are_refused() -> None:
         Mesh(shape=(4, 2), axis_names=("fsdp",))
 
 
+@pytest.mark.unit
 def test_the_program_passes_secrets_by_name_and_starts_jax_distributed_first_on_multi_host(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -95,6 +99,7 @@ def test_the_program_passes_secrets_by_name_and_starts_jax_distributed_first_on_
     assert single.required_secrets == () and single.secret_env == ("HF_TOKEN",)
 
 
+@pytest.mark.unit
 def test_step_lines_become_zero_based_step_records_timed_from_the_line_before() -> None:
     with LOG.open() as f:
         parsed = read_log(f)
@@ -108,6 +113,7 @@ def test_step_lines_become_zero_based_step_records_timed_from_the_line_before() 
     assert parsed.lines == 7
 
 
+@pytest.mark.unit
 def test_both_spacings_of_the_step_line_parse_and_other_lines_do_not() -> None:
     one = parse_step("Train step 7 training loss: 1.5 - training perplexity: 4.48")
     two = parse_step(
@@ -120,6 +126,7 @@ def test_both_spacings_of_the_step_line_parse_and_other_lines_do_not() -> None:
     assert parse_step("Train step seven training loss: x") is None
 
 
+@pytest.mark.runtime
 def test_the_written_file_loads_with_tunix_own_parser_and_the_dotted_override_trap_is_real(
     tmp_path: Path,
 ) -> None:

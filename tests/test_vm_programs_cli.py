@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import cli_env
 from tpu_trainer.fakecloud.state import read_state
+
+pytestmark = pytest.mark.e2e
 
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "tpu_vm"
 TOKEN = "hf_cli_token_9d8c7b6a5f4e"

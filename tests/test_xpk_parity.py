@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.runtime
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 PARITY_SCRIPT = r"""
