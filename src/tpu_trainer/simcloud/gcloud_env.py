@@ -7,27 +7,16 @@ changed), endpoint overrides for each emulated API, and a token file: gcloud the
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.gcloud_parser import sdk_root
 
 TOKEN = "simulated-access-token"  # noqa: S105 (accepted by the emulator only)
 
 
-class GcloudMissingError(TpuTrainerError):
-    """The real gcloud is not on PATH."""
-
-
 def require_gcloud() -> str:
-    path = shutil.which("gcloud")
-    if path is None:
-        raise GcloudMissingError(
-            "gcloud is not installed: the simulated cloud is driven through the real gcloud",
-            fix="install the Google Cloud CLI with its beta and alpha components "
-            "(https://cloud.google.com/sdk/docs/install), then run again",
-        )
-    return path
+    """The real gcloud on PATH, or an error naming how to install it."""
+    return str(sdk_root() / "bin" / "gcloud")
 
 
 def gcloud_env(base_url: str, config_dir: Path) -> dict[str, str]:
