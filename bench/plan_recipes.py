@@ -76,7 +76,7 @@ def plan_one(script: Path, opts: PlanOptions, stages: dict[str, float]) -> None:
     """Plan one recipe and render its scripts and JSON, adding each stage's time to ``stages``."""
     from tpu_trainer.app.plan_json import plan_json
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.launchers.gke.scripts import render_setup, render_submit
+    from tpu_trainer.plan.scripts import render_setup, render_submit
     from tpu_trainer.recipes.resolve import Filters
 
     t0 = time.perf_counter()

@@ -19,8 +19,8 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.checks.local_files import check_local_files, is_writable
 from tpu_trainer.checks.run import fast_findings
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.launchers.gke.scripts import render_submit
 from tpu_trainer.plan.plan import Level, Plan, PlanOptions
+from tpu_trainer.plan.scripts import render_submit
 
 CLASSIC = IRONWOOD / "tinyllama-8b" / "8k-bf16-tpu7x-2x2x1" / "xpk" / "run_recipe.sh"
 

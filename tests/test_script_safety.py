@@ -19,8 +19,8 @@ import pytest
 from conftest import CONFIG, IRONWOOD, NOW, RECIPES, plan_for, write_tool
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import InputError, RecipeError
-from tpu_trainer.launchers.gke.scripts import render_submit
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.plan.scripts import render_submit
 from tpu_trainer.recipes.recipe import parse_recipe
 
 pytestmark = pytest.mark.unit

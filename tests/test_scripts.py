@@ -14,8 +14,8 @@ import pytest
 
 from conftest import GOLDEN, RECIPES, check_golden, plan_for, write_tool
 from tpu_trainer.infra.xpk_parser import check_xpk_argvs
-from tpu_trainer.launchers.gke.scripts import render_setup, render_submit, submitted_argv
 from tpu_trainer.plan.plan import Plan
+from tpu_trainer.plan.scripts import render_setup, render_submit, submitted_argv
 
 KINDS = sorted(RECIPES)
 

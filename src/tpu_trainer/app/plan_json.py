@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tpu_trainer.config.model import KEY_NAMES
-from tpu_trainer.launchers.gke.scripts import submitted_argv
 from tpu_trainer.plan.plan import Finding, Plan
+from tpu_trainer.plan.scripts import submitted_argv
 
 SCHEMA = "tpu-trainer.plan/1"
 

@@ -141,7 +141,7 @@ def scripts(
     """Write setup_training_env.sh and submit_<model>.sh into the recipe folder."""
     from tpu_trainer.app.files import write_generated
     from tpu_trainer.app.planning import Request, plan_request
-    from tpu_trainer.launchers.gke.scripts import render_setup, render_submit
+    from tpu_trainer.plan.scripts import render_setup, render_submit
     from tpu_trainer.recipes.resolve import Filters
 
     p: Plan = plan_request(

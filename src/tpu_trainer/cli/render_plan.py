@@ -15,8 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tpu_trainer.app.plan_json import plan_findings
-from tpu_trainer.launchers.gke.scripts import submitted_argv
 from tpu_trainer.plan.plan import Finding, Level, Plan
+from tpu_trainer.plan.scripts import submitted_argv
 
 _STYLE = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
 LONG = 300

@@ -23,9 +23,9 @@ from tpu_trainer.infra.xpk import WaitOutcome, wait_outcome, workload_wait_argv
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke import kueue_setup
 from tpu_trainer.launchers.gke.provision import Provisioner
-from tpu_trainer.launchers.gke.scripts import render_setup, render_submit
 from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.plan.plan import Plan
+from tpu_trainer.plan.scripts import render_setup, render_submit
 from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStatus, RunStore
 
 
