@@ -29,9 +29,9 @@ from tpu_trainer.fakecloud import (
 from tpu_trainer.fakecloud.state import transaction
 from tpu_trainer.fakecloud.workloads import new_workload
 from tpu_trainer.infra.gcloud import Gcloud
+from tpu_trainer.infra.gcloud_errors import XpkFailure, classify
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
-from tpu_trainer.infra.xpk import XpkFailure, classify
 from tpu_trainer.plan.slices import Slice
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "fake-cloud.md"

@@ -21,7 +21,7 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import InputError, RecipeError
 from tpu_trainer.launchers.gke.scripts import render_submit
 from tpu_trainer.plan.plan import Plan, PlanOptions
-from tpu_trainer.recipes.recipe import parse_recipe
+from tpu_trainer.recipes.reader import parse_recipe
 
 CLASSIC = IRONWOOD / "tinyllama-8b" / "8k-bf16-tpu7x-2x2x1" / "xpk" / "run_recipe.sh"
 _RECORDER = f"""#!{sys.executable}

@@ -48,7 +48,7 @@ def teardown_for(svc: Services, launcher: str, dry_run: bool, poll_s: float) -> 
     from tpu_trainer.launchers.gke.teardown import Teardown
 
     if launcher == "tpu-vm":
-        from tpu_trainer.infra.tpu_vm import TpuVmCloud
+        from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
         from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 
         return TpuVmTeardown(svc.store, TpuVmCloud(svc.runner), svc.display, dry_run=dry_run)

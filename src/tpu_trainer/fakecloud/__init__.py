@@ -13,9 +13,10 @@ what it changes in the state file. ``docs/fake-cloud.md`` describes the scenario
 
 from __future__ import annotations
 
+from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import Scenario, load_scenario, parse_scenario
 from tpu_trainer.fakecloud.shims import fake_cloud_env, write_shims
-from tpu_trainer.fakecloud.state import STATE_ENV, init_state, read_state, recorded_calls
+from tpu_trainer.fakecloud.state import STATE_ENV, read_state, recorded_calls
 
 __all__ = [
     "STATE_ENV",
