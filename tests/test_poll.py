@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tpu_trainer.app.display import SilentDisplay
+from tpu_trainer.config.model import EMPTY
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.gcloud import NodePool
 from tpu_trainer.infra.poll import Expired, FakeClock, Pending, SystemClock, Tick, wait_until
+from tpu_trainer.launchers.gke.node_pools import wait_running
 
 pytestmark = pytest.mark.unit
 
@@ -101,3 +106,56 @@ def test_the_system_clock_sleeps_through_the_sleeper_it_is_given() -> None:
     clock.sleep(3)
     assert slept == [3]
     assert clock.now() >= before
+
+
+class _Pools:
+    """A gcloud that answers the node pool's status from a script, one per describe."""
+
+    def __init__(self, *statuses: str) -> None:
+        self.statuses = list(statuses)
+
+    def node_pool(self, _cluster: str, _region: str, name: str) -> NodePool:
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return NodePool(name, status, "tpu7x-standard-4t", 16, ("z",), None, None, {}, "1")
+
+
+class _Lines(SilentDisplay):
+    def __init__(self) -> None:
+        self.waits: list[tuple[str, float]] = []
+        self.infos: list[str] = []
+
+    def waiting(self, label: str, elapsed_s: float) -> None:
+        self.waits.append((label, elapsed_s))
+
+    def info(self, message: str) -> None:
+        self.infos.append(message)
+
+
+def _wait_running(gcloud: _Pools, display: _Lines, clock: FakeClock) -> NodePool:
+    return wait_running(
+        gcloud,  # type: ignore[arg-type]
+        EMPTY,
+        "np",
+        display,
+        run_id="0badf00d",
+        poll_seconds=15,
+        timeout_s=40,
+        clock=clock,
+    )
+
+
+def test_a_node_pool_wait_on_the_fake_clock_sees_running_and_says_after_how_long() -> None:
+    clock, display = FakeClock(), _Lines()
+    pool = _wait_running(_Pools("PROVISIONING", "PROVISIONING", "RUNNING"), display, clock)
+    assert pool.status == "RUNNING"
+    assert clock.slept == [15, 15]
+    assert display.waits == [("node pool np PROVISIONING", 0), ("node pool np PROVISIONING", 15)]
+    assert display.infos == ["node pool np is RUNNING after 30 s"]
+
+
+def test_a_node_pool_wait_times_out_with_the_state_it_was_still_in() -> None:
+    clock, display = FakeClock(), _Lines()
+    with pytest.raises(TpuTrainerError, match=r"node pool np still PROVISIONING after 45 s") as e:
+        _wait_running(_Pools("PROVISIONING"), display, clock)
+    assert "tpu-trainer cleanup 0badf00d" in e.value.fix
+    assert clock.slept == [15, 15, 15]
