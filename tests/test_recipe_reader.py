@@ -6,7 +6,8 @@ import pytest
 
 from conftest import IRONWOOD, RECIPES, RECIPES_ROOT
 from tpu_trainer.errors import RecipeError
-from tpu_trainer.recipes.recipe import Framework, Recipe, StepKind, parse_recipe
+from tpu_trainer.recipes.reader import parse_recipe
+from tpu_trainer.recipes.recipe import Framework, Recipe, StepKind
 
 pytestmark = pytest.mark.unit
 

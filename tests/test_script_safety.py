@@ -21,7 +21,7 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import InputError, RecipeError
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.plan.scripts import render_submit
-from tpu_trainer.recipes.recipe import parse_recipe
+from tpu_trainer.recipes.reader import parse_recipe
 
 pytestmark = pytest.mark.unit
 

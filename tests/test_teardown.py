@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import RECIPES_ROOT, cli_env
-from test_fakecloud import _create_argv
+from fake_cloud_setup import _create_argv
 from test_gke_ops import POOL, RECIPE, _cli, _dead_run
 from test_gke_ops import _scenario as ops_scenario
 from tpu_trainer.app.display import SilentDisplay

@@ -11,7 +11,7 @@ from tpu_trainer.config.load import load_config
 from tpu_trainer.config.model import EMPTY, Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.plan import Plan, PlanOptions, build_plan
-from tpu_trainer.recipes.recipe import parse_recipe
+from tpu_trainer.recipes.reader import parse_recipe
 from tpu_trainer.recipes.resolve import Filters, RecipeRef, resolve
 
 

@@ -1,13 +1,19 @@
-"""The configuration: typed, validated once, each value remembering where it came from."""
+"""The configuration: typed, validated once, each value remembering where it came from.
+
+The file's schema is a pydantic model built from :data:`KEYS`; its first error is reported
+as ``file:line: key: problem`` with a fix."""
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
+from pydantic_core import PydanticCustomError
 
 from tpu_trainer.errors import ConfigError
 
@@ -172,66 +178,110 @@ def _fail(source: str, key: str, problem: str, fix: str, line: int | None = None
     return ConfigError(f"{where}: {key}: {problem}", fix=fix)
 
 
-def _text(raw: Any, key: _Key, source: str, line: int | None) -> str:
+def _problem(problem: str, fix: str) -> PydanticCustomError:
+    """A value's problem as the schema reports it; :func:`_first_error` turns it into the
+    ``file:line: key: problem`` message."""
+    return PydanticCustomError("config_value", "{problem}", {"problem": problem, "fix": fix})
+
+
+def _text(raw: Any, key: _Key) -> str:
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise _fail(
-            source,
-            key.name,
-            f"expected text, got {type(raw).__name__}",
-            f"write it as `{key.name}: {key.example}`",
-            line,
+        raise _problem(
+            f"expected text, got {type(raw).__name__}", f"write it as `{key.name}: {key.example}`"
         )
     value = str(raw).strip()
     if key.pattern is not None and not key.pattern.match(value):
-        raise _fail(
-            source,
-            key.name,
+        raise _problem(
             f"'{short(value)}' is not a valid {key.help}",
             f"write it like `{key.name}: {key.example}`",
-            line,
         )
     return value
 
 
-def _reservations(raw: Any, source: str, line: int | None) -> tuple[Reservation, ...]:
-    fix = (
-        "write `reservations:` as a list, highest priority first, e.g. "
-        "`reservations: [res-a, {name: res-b, zone: us-central1-c}]`"
-    )
+_RESERVATIONS_FIX = (
+    "write `reservations:` as a list, highest priority first, e.g. "
+    "`reservations: [res-a, {name: res-b, zone: us-central1-c}]`"
+)
+_RESERVATION_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z0-9]+$")
+
+
+def _reservations(raw: Any) -> tuple[Reservation, ...]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw:
-        raise _fail(source, "reservations", "needs at least one reservation", fix, line)
-    name_re = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-    out: list[Reservation] = []
-    for entry in raw:
-        item = {"name": entry} if isinstance(entry, str) else entry
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise _fail(source, "reservations", f"entry {short(repr(item))} has no name", fix, line)
-        unknown = set(item) - {"name", "zone", "project"}
-        if unknown:
-            raise _fail(
-                source, "reservations", f"unknown field(s) {short(str(sorted(unknown)))}", fix, line
-            )
-        name = item["name"].strip()
-        if not name_re.match(name):
-            raise _fail(
-                source, "reservations", f"'{short(name)}' is not a reservation name", fix, line
-            )
-        zone = item.get("zone")
-        if zone is not None and not re.match(r"^[a-z]+-[a-z]+[0-9]+-[a-z0-9]+$", str(zone)):
-            raise _fail(
-                source,
-                "reservations",
-                f"zone '{short(str(zone))}' of {short(name)} is not a zone",
-                fix,
-                line,
-            )
-        project = item.get("project")
-        out.append(
-            Reservation(name, str(zone) if zone else None, str(project) if project else None)
+        raise _problem("needs at least one reservation", _RESERVATIONS_FIX)
+    return tuple(_reservation(entry) for entry in raw)
+
+
+def _reservation(entry: Any) -> Reservation:
+    item = {"name": entry} if isinstance(entry, str) else entry
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        raise _problem(f"entry {short(repr(item))} has no name", _RESERVATIONS_FIX)
+    unknown = set(item) - {"name", "zone", "project"}
+    if unknown:
+        raise _problem(f"unknown field(s) {short(str(sorted(unknown)))}", _RESERVATIONS_FIX)
+    name = item["name"].strip()
+    if not _RESERVATION_NAME.match(name):
+        raise _problem(f"'{short(name)}' is not a reservation name", _RESERVATIONS_FIX)
+    zone, project = item.get("zone"), item.get("project")
+    if zone is not None and not _ZONE.match(str(zone)):
+        raise _problem(
+            f"zone '{short(str(zone))}' of {short(name)} is not a zone", _RESERVATIONS_FIX
         )
-    return tuple(out)
+    return Reservation(name, str(zone) if zone else None, str(project) if project else None)
+
+
+def _value(key: _Key) -> Callable[[Any], Any]:
+    def check(raw: Any) -> Any:
+        if key.name == "reservations":
+            return _reservations(raw)
+        if key.name == "tpu_recipes_path":
+            return Path(_text(raw, key)).expanduser()
+        return _text(raw, key)
+
+    return check
+
+
+_FIELDS: dict[str, Any] = {
+    key.name: (Annotated[Any, BeforeValidator(_value(key))], None) for key in KEYS
+}
+_FileSchema: type[BaseModel] = create_model(
+    "ConfigFile", __config__=ConfigDict(extra="forbid", frozen=True), **_FIELDS
+)
+"""The configuration file's schema: the known keys, each checked as :data:`KEYS` says."""
+
+
+def _blank(raw: Any) -> bool:
+    return raw is None or raw == ""
+
+
+def _first_error(
+    error: ValidationError | None,
+    data: Mapping[str, Any],
+    source: str,
+    lines: Mapping[str, int],
+    missing: list[_Key],
+) -> ConfigError | None:
+    """The one problem reported, as a reader of the file meets it: an unknown key first, then
+    the keys in :data:`KEYS` order (a missing key or a bad value)."""
+    details = error.errors() if error is not None else []
+    for name in data:
+        if any(d["type"] == "extra_forbidden" and d["loc"] == (name,) for d in details):
+            close = difflib.get_close_matches(str(name), KEY_NAMES, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEY_NAMES)}"
+            return _fail(source, short(str(name)), "unknown key", hint, lines.get(str(name)))
+    bad = {str(d["loc"][0]): d for d in details if d["loc"]}
+    for key in KEYS:
+        if key in missing:
+            fix = f"add `{key.name}: {key.example}` ({key.help}) to {source}"
+            return _fail(source, key.name, "missing", fix)
+        found = bad.get(key.name)
+        if found is not None:
+            ctx = found.get("ctx") or {}
+            problem, fix = str(ctx.get("problem", found["msg"])), str(ctx.get("fix", ""))
+            return _fail(source, key.name, problem, fix, lines.get(key.name))
+    return None
 
 
 def config_from_mapping(
@@ -246,32 +296,19 @@ def config_from_mapping(
     ``source`` names the file in errors; ``lines`` gives each key's line.
     """
     lines = lines or {}
-    for name in data:
-        if name not in KEY_NAMES:
-            close = difflib.get_close_matches(str(name), KEY_NAMES, n=1)
-            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEY_NAMES)}"
-            raise _fail(source, short(str(name)), "unknown key", hint, lines.get(str(name)))
-    values: dict[str, Any] = {}
-    sources: dict[str, Source] = {}
-    for key in KEYS:
-        raw = data.get(key.name)
-        line = lines.get(key.name)
-        if raw is None or raw == "":
-            if key.required and require:
-                raise _fail(
-                    source,
-                    key.name,
-                    "missing",
-                    f"add `{key.name}: {key.example}` ({key.help}) to {source}",
-                )
-            continue
-        if key.name == "reservations":
-            values[key.name] = _reservations(raw, source, line)
-        elif key.name == "tpu_recipes_path":
-            values[key.name] = Path(_text(raw, key, source, line)).expanduser()
-        else:
-            values[key.name] = _text(raw, key, source, line)
-        sources[key.name] = Source(source, line)
+    given = {k: v for k, v in data.items() if k not in KEY_NAMES or not _blank(v)}
+    missing = [k for k in KEYS if k.required and require and _blank(data.get(k.name))]
+    try:
+        parsed, error = _FileSchema.model_validate(given), None
+    except ValidationError as e:
+        parsed, error = None, e
+    problem = _first_error(error, data, source, lines, missing)
+    if problem is not None or parsed is None:
+        raise problem or ConfigError(f"{source}: not a configuration", fix="see `config init`")
+    values: dict[str, Any] = {
+        key.name: getattr(parsed, key.name) for key in KEYS if getattr(parsed, key.name) is not None
+    }
+    sources = {name: Source(source, lines.get(name)) for name in values}
     if "region" not in values and "default_zone" in values:
         values["region"] = values["default_zone"].rsplit("-", 1)[0]
         sources["region"] = Source("derived from default_zone")

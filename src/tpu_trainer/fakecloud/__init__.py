@@ -13,9 +13,31 @@ what it changes in the state file. ``docs/fake-cloud.md`` describes the scenario
 
 from __future__ import annotations
 
-from tpu_trainer.fakecloud.scenario import Scenario, load_scenario, parse_scenario
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from tpu_trainer.fakecloud.shims import fake_cloud_env, write_shims
-from tpu_trainer.fakecloud.state import STATE_ENV, init_state, read_state, recorded_calls
+from tpu_trainer.fakecloud.state import STATE_ENV, read_state, recorded_calls
+
+if TYPE_CHECKING:
+    from tpu_trainer.fakecloud.initial import init_state
+    from tpu_trainer.fakecloud.scenario import Scenario, load_scenario, parse_scenario
+
+# Each fake tool call is a new process that never reads a scenario: the scenario schema
+# (pydantic) is imported only when a scenario is.
+_LAZY = {
+    "init_state": "tpu_trainer.fakecloud.initial",
+    "Scenario": "tpu_trainer.fakecloud.scenario",
+    "load_scenario": "tpu_trainer.fakecloud.scenario",
+    "parse_scenario": "tpu_trainer.fakecloud.scenario",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "STATE_ENV",

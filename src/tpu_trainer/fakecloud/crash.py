@@ -207,7 +207,7 @@ def _judge(reh: Rehearsal, before: dict[str, Any], out: Outcome) -> None:
 
 def initial(scenario: Path) -> dict[str, Any]:
     """The fake cloud's state at the start of ``scenario`` (what must never be touched)."""
+    from tpu_trainer.fakecloud.initial import initial_state
     from tpu_trainer.fakecloud.scenario import load_scenario
-    from tpu_trainer.fakecloud.state import initial_state
 
     return initial_state(load_scenario(scenario))

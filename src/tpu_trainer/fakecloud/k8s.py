@@ -7,10 +7,12 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpu_trainer.fakecloud.scenario import Scenario
 from tpu_trainer.fakecloud.state import FAKE_NOW, State, next_id
+
+if TYPE_CHECKING:  # the fake tools never load a scenario: keep them quick to start
+    from tpu_trainer.fakecloud.scenario import Scenario
 
 KUEUE = "kueue.x-k8s.io/v1beta1"
 CLUSTER_QUEUE = "cluster-queue"

@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from tpu_trainer.config.model import Config, Reservation, Source
+from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import Scenario, load_scenario
 from tpu_trainer.fakecloud.shims import fake_cloud_env, write_shims
-from tpu_trainer.fakecloud.state import init_state
 from tpu_trainer.infra.tool_env import cache_dir
 
 

@@ -1,4 +1,5 @@
-"""The scenario a fake cloud starts from: a YAML file, parsed into frozen dataclasses.
+"""The scenario a fake cloud starts from: a YAML file, checked by its schema (pydantic
+dataclasses, :mod:`schema`) into frozen dataclasses.
 
 Every problem names the file and the key (``scenario.yaml: reservations[1].status: ...``) and
 raises :class:`tpu_trainer.errors.ConfigError`. Unknown keys are errors too, so a typo never
@@ -7,15 +8,38 @@ silently turns a failure mode off. ``docs/fake-cloud.md`` documents every key.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
+from typing import Annotated, Any, Self
 
 import yaml
+from pydantic import BeforeValidator, TypeAdapter, ValidationError, ValidationInfo, model_validator
+from pydantic.dataclasses import dataclass
 
 from tpu_trainer.errors import ConfigError
-from tpu_trainer.fakecloud.tpu_vm_scenario import TpuVmScenario, parse_tpu_vm
-from tpu_trainer.fakecloud.yaml_node import YamlNode as _Node
+from tpu_trainer.fakecloud.schema import (
+    AnyText,
+    Count,
+    Flag,
+    MaybeFlag,
+    MaybeText,
+    Names,
+    Seconds,
+    Text,
+    at_least,
+    base_dir,
+    items,
+    keys,
+    mapping,
+    numbers,
+    one_of,
+    problem,
+    scenario_error,
+    text_or_file,
+)
+from tpu_trainer.fakecloud.tpu_vm_scenario import TpuVmScenario
 
 DATAPATHS = ("ADVANCED_DATAPATH", "LEGACY_DATAPATH")
 NODE_VERSION = "1.34.1-gke.1829001"
@@ -39,330 +63,257 @@ lm_loss: 9.870, perplexity: 19341.700
 """
 
 
+def _fields(cls: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
-    name: str
-    node_version: str = NODE_VERSION
-    datapath: str = "ADVANCED_DATAPATH"
-    multi_networking: bool = True
-    exists: bool = True
+    name: Text
+    node_version: Text = NODE_VERSION
+    datapath: Annotated[str, BeforeValidator(one_of(DATAPATHS))] = "ADVANCED_DATAPATH"
+    multi_networking: Flag = True
+    exists: Flag = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return keys(data, _fields(cls), required=("name",))
 
 
 @dataclass(frozen=True, slots=True)
 class PoolSpec:
-    name: str
-    machine_type: str
-    node_count: int
-    zone: str
-    status: str = "RUNNING"
-    tpu_topology: str | None = None
-    placement_policy: str | None = None
-    reservation: str | None = None
+    name: Text
+    machine_type: Text
+    node_count: Annotated[int, BeforeValidator(at_least(1))]
+    zone: Text
+    status: Annotated[str, BeforeValidator(one_of(POOL_STATUSES))] = "RUNNING"
+    tpu_topology: MaybeText = None
+    placement_policy: MaybeText = None
+    reservation: MaybeText = None
     """Reservation the pool's hosts are counted against (deleting it gives them back)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return keys(data, _fields(cls), required=("name", "machine_type", "node_count", "zone"))
 
 
 @dataclass(frozen=True, slots=True)
 class ReservationSpec:
-    name: str
-    zone: str
-    host_count: int
-    status: str = "READY"
-    in_use_hosts: int = 0
-    capacity: str = "ok"
+    name: Text
+    zone: Text
+    host_count: Annotated[int, BeforeValidator(at_least(1))]
+    status: Annotated[str, BeforeValidator(one_of(RESERVATION_STATUSES))] = "READY"
+    in_use_hosts: Count = 0
+    capacity: Annotated[str, BeforeValidator(one_of(CAPACITIES))] = "ok"
     """``exhausted``: every create using the reservation fails with RESOURCE_EXHAUSTED."""
-    machine_type: str | None = None
+    machine_type: MaybeText = None
     """When set, a pool of another machine type is refused (incorrect for the resources)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return keys(data, _fields(cls), required=("name", "zone", "host_count"))
+
+    @model_validator(mode="after")
+    def _hosts(self) -> Self:
+        if self.in_use_hosts > self.host_count:
+            raise problem(
+                f"{self.in_use_hosts} exceeds host_count {self.host_count}", "in_use_hosts"
+            )
+        return self
 
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    name: str
-    accelerator_topology: str | None = None
+    name: Text
+    accelerator_topology: MaybeText = None
     """Read from a ``<device>-<topology>-placement-policy`` name when not given."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        if isinstance(data, str) and data:
+            return {"name": data}
+        return keys(data, _fields(cls), required=("name",))
 
 
 @dataclass(frozen=True, slots=True)
 class Behaviours:
-    xpk_memory_limit_bug: bool = False
-    provisioning_polls: int = 0
-    error_pools: bool = False
-    conflict_on_create: tuple[str, ...] = ()
-    xpk_adapt_creates_node_pools: bool = False
+    xpk_memory_limit_bug: Flag = False
+    provisioning_polls: Count = 0
+    error_pools: Flag = False
+    conflict_on_create: Names = ()
+    xpk_adapt_creates_node_pools: Flag = False
     """xpk 1.16.0's ``cluster adapt`` creates no node pools (only ``cluster create`` does);
     older xpk (the seed's) did. True follows the seed."""
-    create_seconds: float = 0.0
+    create_seconds: Seconds = 0.0
     """How long a node pool's create operation runs (wall clock): the pool is PROVISIONING
     meanwhile, whatever happens to the client, and cannot be deleted."""
-    lost_pool_deletes: int = 0
+    lost_pool_deletes: Count = 0
     """This many node pool deletes answer success but leave the pool as it was."""
-    workload_create_fails_after_submit: bool = False
+    workload_create_fails_after_submit: Flag = False
     """``xpk workload create`` creates the JobSet, then fails (exit 1)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return keys(data, _fields(cls), optional=True)
+
+
+def _cluster_queue(value: Any) -> dict[str, int] | None:
+    if value is None:
+        return None
+    queue = keys(value, ("flavors",))
+    flavors = queue.get("flavors")
+    return {} if flavors is None else numbers(flavors, "flavors")
+
+
+def _configmap(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    for key, item in mapping(value).items():
+        if not isinstance(item, str | int) or isinstance(item, bool):
+            raise problem(f"expected a string or number, got {item!r}", str(key))
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _in_use(value: Any) -> dict[str, int] | None:
+    return None if value is None else numbers(value)
 
 
 @dataclass(frozen=True, slots=True)
 class KueueSpec:
-    resource_flavors: tuple[str, ...] = ()
-    cluster_queue: Mapping[str, int] | None = None
+    resource_flavors: Names = ()
+    cluster_queue: Annotated[Mapping[str, int] | None, BeforeValidator(_cluster_queue)] = None
     """Flavor name -> ``google.com/tpu`` quota; None: no ClusterQueue ``cluster-queue``."""
-    configmap: Mapping[str, str] | None = None
+    configmap: Annotated[Mapping[str, str] | None, BeforeValidator(_configmap)] = None
     """Data of ``<cluster>-resources-configmap``; None: the map does not exist."""
-    local_queue: bool | None = None
+    local_queue: MaybeFlag = None
     """Whether LocalQueue ``multislice-queue`` exists; None: when ``cluster_queue`` is given."""
-    in_use: Mapping[str, int] | None = None
+    in_use: Annotated[Mapping[str, int] | None, BeforeValidator(_in_use)] = None
     """Flavor name -> ``google.com/tpu`` quota other workloads already hold (Kueue then admits
     a workload only when the rest of the flavor's quota covers it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return keys(data, _fields(cls), optional=True)
+
+
+def _log(value: Any) -> str:
+    if not isinstance(value, str):
+        raise problem("expected text")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
-    exit_code: int = 0
-    log: str = DEFAULT_LOG
-    pending_polls: int = 0
-    running_polls: int = 1
-    hang: bool = False
+    exit_code: Count = 0
+    log: Annotated[str, BeforeValidator(_log)] = DEFAULT_LOG
+    pending_polls: Count = 0
+    running_polls: Count = 1
+    hang: Flag = False
     """True: the workload never finishes (waiting ends in a timeout, exit 124)."""
-    other_hosts_log: str | None = None
+    other_hosts_log: AnyText = None
     """What the other hosts print (default: one line saying worker 0 logs the metrics)."""
-    tpus_taken: bool = False
+    tpus_taken: Flag = False
     """Other pods hold the TPUs of every matching node: the scheduler never places the pods
     (PodScheduled False, ``Insufficient google.com/tpu``)."""
-    parallel_containers: bool | None = None
+    parallel_containers: MaybeFlag = None
     """Containers per pod: None follows seed 001 (``jax-tpu`` on one host, ``jax-tpu-1`` and
     ``jax-tpu-2`` on multi-host slices); True/False force two/one for TPU v7 4-chip hosts."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any, info: ValidationInfo) -> Any:
+        data = keys(
+            data,
+            (
+                "exit_code",
+                "log",
+                "log_file",
+                "pending_polls",
+                "running_polls",
+                "hang",
+                "parallel_containers",
+                "other_hosts_log",
+                "tpus_taken",
+            ),
+            optional=True,
+        )
+        return text_or_file(data, "log", base_dir(info)) if isinstance(data, dict) else data
 
 
 @dataclass(frozen=True, slots=True)
 class Latencies:
-    describe: float = 0.0
-    list: float = 0.0
-    default: float = 0.0
+    describe: Seconds = 0.0
+    list: Seconds = 0.0
+    default: Seconds = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return keys(data, ("describe", "list", "default"), optional=True)
+
+
+_Pools = Annotated[tuple[PoolSpec, ...], BeforeValidator(items)]
+_Reservations = Annotated[tuple[ReservationSpec, ...], BeforeValidator(items)]
+_Policies = Annotated[tuple[PolicySpec, ...], BeforeValidator(items)]
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    project: str
-    region: str
+    project: Text
+    region: Text
     cluster: ClusterSpec
-    node_pools: tuple[PoolSpec, ...] = ()
-    reservations: tuple[ReservationSpec, ...] = ()
-    resource_policies: tuple[PolicySpec, ...] = ()
+    node_pools: _Pools = ()
+    reservations: _Reservations = ()
+    resource_policies: _Policies = ()
     behaviours: Behaviours = field(default_factory=Behaviours)
     kueue: KueueSpec = field(default_factory=KueueSpec)
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     latencies: Latencies = field(default_factory=Latencies)
     tpu_vm: TpuVmScenario = field(default_factory=TpuVmScenario)
-    account: str | None = DEFAULT_ACCOUNT
+    account: MaybeText = DEFAULT_ACCOUNT
     """gcloud's active account; None: not logged in (every command but ``auth``/``config``
     fails with gcloud's "You do not currently have an active account selected")."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        data = keys(data, _fields(cls), required=("project", "region"), optional=True)
+        if not isinstance(data, dict) or data.get("cluster") is not None:
+            return data
+        if "tpu_vm" not in data:
+            raise problem("required (at least `name`; optional with `tpu_vm`)", "cluster")
+        return {**data, "cluster": {"name": "none", "exists": False}}
 
-def _cluster(node: _Node) -> ClusterSpec:
-    node.only("name", "node_version", "datapath", "multi_networking", "exists")
-    return ClusterSpec(
-        name=node.text("name"),
-        node_version=node.text("node_version", NODE_VERSION),
-        datapath=node.text("datapath", DATAPATHS[0], choices=DATAPATHS),
-        multi_networking=node.flag("multi_networking", True),
-        exists=node.flag("exists", True),
-    )
-
-
-def _pool(node: _Node) -> PoolSpec:
-    node.only(*PoolSpec.__dataclass_fields__)
-    return PoolSpec(
-        name=node.text("name"),
-        machine_type=node.text("machine_type"),
-        node_count=node.number("node_count", minimum=1),
-        zone=node.text("zone"),
-        status=node.text("status", "RUNNING", choices=POOL_STATUSES),
-        tpu_topology=node.maybe_text("tpu_topology"),
-        placement_policy=node.maybe_text("placement_policy"),
-        reservation=node.maybe_text("reservation"),
-    )
-
-
-def _reservation(node: _Node) -> ReservationSpec:
-    node.only(*ReservationSpec.__dataclass_fields__)
-    spec = ReservationSpec(
-        name=node.text("name"),
-        zone=node.text("zone"),
-        host_count=node.number("host_count", minimum=1),
-        status=node.text("status", "READY", choices=RESERVATION_STATUSES),
-        in_use_hosts=node.number("in_use_hosts", 0),
-        capacity=node.text("capacity", "ok", choices=CAPACITIES),
-        machine_type=node.maybe_text("machine_type"),
-    )
-    if spec.in_use_hosts > spec.host_count:
-        raise node.error(
-            "in_use_hosts", f"{spec.in_use_hosts} exceeds host_count {spec.host_count}"
-        )
-    return spec
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        pools = [p.name for p in self.node_pools]
+        for key, names in (
+            ("node_pools", pools),
+            ("reservations", [r.name for r in self.reservations]),
+        ):
+            seen: set[str] = set()
+            for i, name in enumerate(names):
+                if name in seen:
+                    raise problem(f"{name!r} appears twice", f"{key}[{i}].name")
+                seen.add(name)
+        return self
 
 
-def _policies(node: _Node) -> tuple[PolicySpec, ...]:
-    raw = node.data.get("resource_policies") or []
-    if not isinstance(raw, list):
-        raise node.error("resource_policies", "expected a list")
-    out: list[PolicySpec] = []
-    for i, item in enumerate(raw):
-        if isinstance(item, str) and item:
-            out.append(PolicySpec(item))
-            continue
-        sub = _Node(node.source, f"resource_policies[{i}]", item)
-        sub.only("name", "accelerator_topology")
-        out.append(PolicySpec(sub.text("name"), sub.maybe_text("accelerator_topology")))
-    return tuple(out)
-
-
-def _behaviours(node: _Node | None) -> Behaviours:
-    if node is None:
-        return Behaviours()
-    node.only(*Behaviours.__dataclass_fields__)
-    return Behaviours(
-        xpk_memory_limit_bug=node.flag("xpk_memory_limit_bug"),
-        provisioning_polls=node.number("provisioning_polls", 0),
-        error_pools=node.flag("error_pools"),
-        conflict_on_create=node.names("conflict_on_create"),
-        xpk_adapt_creates_node_pools=node.flag("xpk_adapt_creates_node_pools", False),
-        create_seconds=node.seconds("create_seconds"),
-        lost_pool_deletes=node.number("lost_pool_deletes", 0),
-        workload_create_fails_after_submit=node.flag("workload_create_fails_after_submit"),
-    )
-
-
-def _kueue(node: _Node | None) -> KueueSpec:
-    if node is None:
-        return KueueSpec()
-    node.only("resource_flavors", "cluster_queue", "configmap", "local_queue", "in_use")
-    queue: dict[str, int] | None = None
-    cq = node.child("cluster_queue")
-    if cq is not None:
-        cq.only("flavors")
-        flavors = cq.child("flavors")
-        queue = {} if flavors is None else {k: flavors.number(k) for k in flavors.data}
-    configmap: dict[str, str] | None = None
-    cm = node.child("configmap")
-    if cm is not None:
-        for key, value in cm.data.items():
-            if not isinstance(value, str | int) or isinstance(value, bool):
-                raise cm.error(str(key), f"expected a string or number, got {value!r}")
-        configmap = {str(k): str(v) for k, v in cm.data.items()}
-    local = node.data.get("local_queue")
-    if local is not None and not isinstance(local, bool):
-        raise node.error("local_queue", "expected true, false or null")
-    used = node.child("in_use")
-    in_use = None if used is None else {k: used.number(k) for k in used.data}
-    return KueueSpec(node.names("resource_flavors"), queue, configmap, local, in_use)
-
-
-def _workloads(node: _Node | None, base: Path | None) -> WorkloadSpec:
-    if node is None:
-        return WorkloadSpec()
-    node.only(
-        "exit_code",
-        "log",
-        "log_file",
-        "pending_polls",
-        "running_polls",
-        "hang",
-        "parallel_containers",
-        "other_hosts_log",
-        "tpus_taken",
-    )
-    log = node.data.get("log", DEFAULT_LOG)
-    if node.data.get("log_file") is not None:
-        if "log" in node.data:
-            raise node.error("log_file", "give either log or log_file, not both")
-        path = Path(node.text("log_file")).expanduser()
-        path = path if path.is_absolute() or base is None else base / path
-        try:
-            log = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise node.error("log_file", f"cannot read {path}: {e.strerror}") from None
-    if not isinstance(log, str):
-        raise node.error("log", "expected text")
-    parallel = node.data.get("parallel_containers")
-    if parallel is not None and not isinstance(parallel, bool):
-        raise node.error("parallel_containers", "expected true, false or null")
-    return WorkloadSpec(
-        exit_code=node.number("exit_code", 0),
-        log=log,
-        pending_polls=node.number("pending_polls", 0),
-        running_polls=node.number("running_polls", 1),
-        hang=node.flag("hang"),
-        tpus_taken=node.flag("tpus_taken"),
-        parallel_containers=parallel,
-        other_hosts_log=_optional_text(node, "other_hosts_log"),
-    )
-
-
-def _optional_text(node: _Node, key: str) -> str | None:
-    value = node.data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise node.error(key, "expected text")
-    return value
-
-
-def _latencies(node: _Node | None) -> Latencies:
-    if node is None:
-        return Latencies()
-    node.only("describe", "list", "default")
-    return Latencies(node.seconds("describe"), node.seconds("list"), node.seconds("default"))
+_SCHEMA = TypeAdapter(Scenario)
 
 
 def parse_scenario(data: object, source: str = "<scenario>", base: Path | None = None) -> Scenario:
     """A scenario from already-loaded YAML data; ``base`` resolves a relative ``log_file``."""
-    top = _Node(source, "", data if data is not None else {})
-    top.only(
-        "project",
-        "region",
-        "cluster",
-        "node_pools",
-        "reservations",
-        "resource_policies",
-        "behaviours",
-        "kueue",
-        "workloads",
-        "latencies",
-        "tpu_vm",
-        "account",
-    )
-    cluster = top.child("cluster")
-    if cluster is None and "tpu_vm" in top.data:
-        cluster = _Node(top.source, "cluster", {"name": "none", "exists": False})
-    if cluster is None:
-        raise top.error("cluster", "required (at least `name`; optional with `tpu_vm`)")
-    scenario = Scenario(
-        project=top.text("project"),
-        region=top.text("region"),
-        cluster=_cluster(cluster),
-        node_pools=tuple(_pool(n) for n in top.items("node_pools")),
-        reservations=tuple(_reservation(n) for n in top.items("reservations")),
-        resource_policies=_policies(top),
-        behaviours=_behaviours(top.child("behaviours")),
-        kueue=_kueue(top.child("kueue")),
-        workloads=_workloads(top.child("workloads"), base),
-        latencies=_latencies(top.child("latencies")),
-        tpu_vm=parse_tpu_vm(top.child("tpu_vm"), base),
-        account=_account(top),
-    )
-    _check_unique(top, "node_pools", [p.name for p in scenario.node_pools])
-    _check_unique(top, "reservations", [r.name for r in scenario.reservations])
-    return scenario
-
-
-def _account(top: _Node) -> str | None:
-    if "account" not in top.data:
-        return DEFAULT_ACCOUNT
-    return top.maybe_text("account")
-
-
-def _check_unique(top: _Node, key: str, names: list[str]) -> None:
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if name in seen:
-            raise top.error(f"{key}[{i}].name", f"{name!r} appears twice")
-        seen.add(name)
+    try:
+        return _SCHEMA.validate_python(data, context={"base": base})
+    except ValidationError as e:
+        raise scenario_error(e, source) from None
 
 
 def load_scenario(path: Path | str) -> Scenario:

@@ -1,6 +1,6 @@
 """The fake cloud's live state: one JSON file, changed only under an exclusive lock.
 
-``init_state`` writes it from a scenario. Every command of the fake tools runs inside
+``initial.init_state`` writes it from a scenario. Every command of the fake tools runs inside
 ``transaction``: it takes an exclusive ``fcntl.flock`` on ``<state>.lock``, loads the JSON,
 lets the command change it (and appends the command's argv to ``calls``), and writes it back
 atomically. Commands may therefore run at the same time from many threads or processes.
@@ -11,14 +11,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-from tpu_trainer.fakecloud.scenario import Scenario
 
 STATE_ENV = "TPU_TRAINER_FAKE_STATE"
 STATE_VERSION = 1
@@ -26,8 +23,6 @@ FAKE_NOW = "2026-11-22T06:00:00Z"
 """Timestamp the fake stamps on what it creates (fixed, so outputs are reproducible)."""
 
 State = dict[str, Any]
-
-_POLICY_TOPOLOGY = re.compile(r"-(\d+x\d+(?:x\d+)?)-placement-policy$")
 
 
 class FakeCloudError(Exception):
@@ -47,81 +42,6 @@ def state_path(env: Mapping[str, str] | None = None) -> Path:
     if not path.exists():
         raise FakeCloudError(f"{STATE_ENV}={path}: no such state file (run init_state first)")
     return path
-
-
-def policy_topology(name: str) -> str | None:
-    """``4x4x8`` from ``tpu7x-256-4x4x8-placement-policy``."""
-    m = _POLICY_TOPOLOGY.search(name)
-    return m.group(1) if m else None
-
-
-def initial_state(scenario: Scenario) -> State:
-    """The state a scenario starts in (plain JSON data)."""
-    cluster = scenario.cluster
-    pools = {
-        p.name: new_pool(
-            p.name,
-            machine_type=p.machine_type,
-            node_count=p.node_count,
-            zone=p.zone,
-            status=p.status,
-            version=cluster.node_version,
-            tpu_topology=p.tpu_topology,
-            placement_policy=p.placement_policy,
-            reservation=p.reservation,
-        )
-        for p in scenario.node_pools
-    }
-    from tpu_trainer.fakecloud.k8s import initial_objects
-    from tpu_trainer.fakecloud.tpu_vm_nodes import initial_tpu_vms
-
-    return {
-        "version": STATE_VERSION,
-        "project": scenario.project,
-        "region": scenario.region,
-        "account": scenario.account,
-        "cluster": {
-            "name": cluster.name,
-            "node_version": cluster.node_version,
-            "datapath": cluster.datapath,
-            "multi_networking": cluster.multi_networking,
-            "exists": cluster.exists,
-        },
-        "node_pools": pools,
-        "reservations": {
-            r.name: {
-                "name": r.name,
-                "zone": r.zone,
-                "status": r.status,
-                "host_count": r.host_count,
-                "in_use_hosts": r.in_use_hosts,
-                "capacity": r.capacity,
-                "machine_type": r.machine_type,
-            }
-            for r in scenario.reservations
-        },
-        "resource_policies": {
-            p.name: new_policy(p.name, p.accelerator_topology or policy_topology(p.name))
-            for p in scenario.resource_policies
-        },
-        "k8s": initial_objects(scenario),
-        "kueue_in_use": dict(scenario.kueue.in_use or {}),
-        "workloads": {},
-        "behaviours": _plain(scenario.behaviours),
-        "workload_defaults": _plain(scenario.workloads),
-        "latencies": _plain(scenario.latencies),
-        **initial_tpu_vms(scenario),
-        "seq": 1000,
-        "calls": [],
-    }
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in obj.__dataclass_fields__:
-        value = getattr(obj, name)
-        out[name] = list(value) if isinstance(value, tuple) else value
-    return out
 
 
 def new_pool(
@@ -162,12 +82,12 @@ def new_policy(name: str, topology: str | None) -> dict[str, Any]:
     return {"name": name, "accelerator_topology": topology, "type": "HIGH_THROUGHPUT"}
 
 
-def init_state(scenario: Scenario, path: Path | str) -> Path:
-    """Write the scenario's starting state to ``path`` (replacing any state there)."""
+def write_state(path: Path | str, state: State) -> Path:
+    """Write ``state`` to ``path`` under the lock (replacing any state there)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        _save(path, initial_state(scenario))
+        _save(path, state)
     return path
 
 

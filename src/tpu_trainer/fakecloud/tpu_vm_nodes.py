@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpu_trainer.errors import TopologyError
 from tpu_trainer.fakecloud.common import Answer, ToolExit
 from tpu_trainer.fakecloud.formats import FormatError, render
 from tpu_trainer.fakecloud.gcloud_cli import Ctx
-from tpu_trainer.fakecloud.scenario import Scenario
 from tpu_trainer.fakecloud.state import FAKE_NOW, State, next_id
 from tpu_trainer.plan.slices import Slice
+
+if TYPE_CHECKING:  # the fake tools never load a scenario: keep them quick to start
+    from tpu_trainer.fakecloud.scenario import Scenario
 
 _RUNTIMES = {
     "v6e": ("v2-alpha-tpuv6e",),

@@ -14,7 +14,7 @@ from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud.common import ToolExit
 from tpu_trainer.fakecloud.pools import CreateRequest, create_pool
 from tpu_trainer.fakecloud.state import State, next_id, state_path
-from tpu_trainer.fakecloud.xpk import credentials, ensure_policy, system
+from tpu_trainer.fakecloud.xpk_steps import credentials, ensure_policy, system
 from tpu_trainer.fakecloud.xpk_text import MEMORY_LIMIT_TRACEBACK, XPK_VERSION, Xpk
 from tpu_trainer.plan.slices import Slice
 

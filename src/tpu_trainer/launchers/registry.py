@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher
 from tpu_trainer.app.services import Services
-from tpu_trainer.infra.tpu_vm import TpuVmCloud
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.run import GkeRun
 from tpu_trainer.launchers.gke.teardown import Teardown
@@ -17,6 +16,7 @@ from tpu_trainer.launchers.kuberay.cluster import CONFIGMAP, RAYCLUSTER, KubeRay
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.local.ray_run import LocalRayRun
 from tpu_trainer.launchers.local.run import LocalRun
+from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
 from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
 from tpu_trainer.launchers.tpu_vm.teardown import QUEUED_RESOURCE, TPU_VM, TpuVmTeardown
 

@@ -7,7 +7,6 @@ the wait at once, so the run can be diagnosed and torn down within seconds inste
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandFailed, CommandRunner
 from tpu_trainer.launchers.gke.pods import JOBSET_LABEL, PodView, ordered, summarize
@@ -56,6 +56,7 @@ class Follower:
     schedule_timeout_s: float = 1800.0
     """How long the pods may stay unscheduled (not admitted by Kueue, or not placed)."""
     namespace: str = "default"
+    clock: Clock = SYSTEM_CLOCK
 
     def run(self) -> FollowResult:
         pods, why = self._wait_started()
@@ -81,9 +82,12 @@ class Follower:
         """Wait until every pod runs. Gives up after ``start_timeout_s``, or sooner when the
         pods stay unscheduled (Kueue or the scheduler) for ``schedule_timeout_s``: then the
         message carries the last reason given."""
-        started = time.monotonic()
         blocked_since: float | None = None
-        while (now := time.monotonic()) - started < self.start_timeout_s:
+
+        def check(tick: Tick) -> tuple[list[PodView] | None, str] | Pending:
+            nonlocal blocked_since
+            if tick.elapsed >= self.start_timeout_s:
+                return None, f"pods did not start within {self.start_timeout_s:.0f} s"
             raw = self._raw_pods()
             pods = ordered(raw)
             summary = summarize(pods, self.expected_pods)
@@ -94,15 +98,17 @@ class Follower:
             if blocker is None:
                 blocked_since = None
             else:
-                blocked_since = now if blocked_since is None else blocked_since
-                if now - blocked_since >= self.schedule_timeout_s:
+                blocked_since = tick.elapsed if blocked_since is None else blocked_since
+                if tick.elapsed - blocked_since >= self.schedule_timeout_s:
                     return None, (
                         f"{self.workload} was not scheduled within {self.schedule_timeout_s:.0f} "
                         f"s; last reason: {blocker}"
                     )
-            self.display.waiting(blocker or summary.line(), now - started)
-            time.sleep(self.poll_seconds)
-        return None, f"pods did not start within {self.start_timeout_s:.0f} s"
+            return Pending(blocker or summary.line())
+
+        return wait_until(
+            check, interval=self.poll_seconds, on_tick=self.display.waiting, clock=self.clock
+        )
 
     def _blocker(self, raw: list[dict[str, Any]]) -> str | None:
         """Why the pods are not placed yet: Kueue's reason while there are none, else the

@@ -3,13 +3,13 @@ pool to be RUNNING."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, NodePool
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, wait_until
 from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.launchers.gke.nodepool import machine_types, pool_matches
 from tpu_trainer.plan.slices import Slice
@@ -70,32 +70,36 @@ def wait_running(
     run_id: str,
     poll_seconds: float,
     timeout_s: float,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> NodePool:
     """Wait out PROVISIONING (it cannot be cancelled), showing the time waited."""
-    started = time.monotonic()
-    while True:
+
+    def check(tick: Tick) -> NodePool | Pending:
         pool = gcloud.node_pool(config.cluster_name, config.region, name)
-        elapsed = time.monotonic() - started
         if pool is None:
             raise TpuTrainerError(
                 f"node pool {name} disappeared while provisioning",
                 fix="check `gcloud container operations list`",
             )
         if pool.status == "RUNNING":
-            display.info(f"node pool {name} is RUNNING after {elapsed:.0f} s")
+            display.info(f"node pool {name} is RUNNING after {tick.now():.0f} s")
             return pool
         if pool.status == "ERROR":
             raise PoolInError(
                 f"node pool {name} went to ERROR while provisioning",
                 fix="teardown deletes it; try another reservation",
             )
-        if elapsed > timeout_s:
-            raise TpuTrainerError(
-                f"node pool {name} still {pool.status} after {elapsed:.0f} s",
-                fix=f"CREATE_NODE_POOL cannot be cancelled: wait, then `tpu-trainer cleanup {run_id}`",
-            )
-        display.waiting(f"node pool {name} {pool.status}", elapsed)
-        time.sleep(poll_seconds)
+        return Pending(f"node pool {name} {pool.status}", pool.status)
+
+    found = wait_until(
+        check, interval=poll_seconds, timeout=timeout_s, on_tick=display.waiting, clock=clock
+    )
+    if isinstance(found, Expired):
+        raise TpuTrainerError(
+            f"node pool {name} still {found.last.status} after {found.elapsed:.0f} s",
+            fix=f"CREATE_NODE_POOL cannot be cancelled: wait, then `tpu-trainer cleanup {run_id}`",
+        )
+    return found
 
 
 def last_line(result: CommandResult) -> str:

@@ -8,11 +8,11 @@ is checked with a describe: only a pool that is gone counts as deleted.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_not_found
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.runner import CommandResult
 
 _BUSY_MARKS = ("is currently creating node pool", "incompatible operation", "try again once")
@@ -43,10 +43,11 @@ class PoolDeleter:
     poll_seconds: float = 10.0
     wait_timeout_s: float = 4 * 3600.0
     verify_polls: int = 6
+    clock: Clock = SYSTEM_CLOCK
 
     def delete(self, cluster: str, region: str, name: str) -> PoolDeleted:
         """Delete ``name``; wait out its create first if GKE says it still runs."""
-        started = time.monotonic()
+        started = self.clock.now()
         while True:
             result = self.gcloud.delete_node_pool(cluster, region, name)
             if not result.ran:
@@ -67,18 +68,25 @@ class PoolDeleter:
             f"node pool {name} is still being created (GKE cannot cancel that): waiting for "
             "it to finish, then deleting it"
         )
-        while True:
-            elapsed = time.monotonic() - started
-            if elapsed > self.wait_timeout_s:
+
+        def check(tick: Tick) -> str | Pending:
+            if tick.elapsed > self.wait_timeout_s:
                 return (
-                    f"still being created after {elapsed:.0f} s; `tpu-trainer gc` deletes it "
+                    f"still being created after {tick.elapsed:.0f} s; `tpu-trainer gc` deletes it "
                     "once the create is done"
                 )
             pool = self.gcloud.node_pool(cluster, region, name)
             if pool is None or pool.status != "PROVISIONING":
                 return ""
-            self.display.waiting(f"node pool {name} PROVISIONING (delete waits)", elapsed)
-            time.sleep(self.poll_seconds)
+            return Pending(f"node pool {name} PROVISIONING (delete waits)")
+
+        return wait_until(
+            check,
+            interval=self.poll_seconds,
+            on_tick=self.display.waiting,
+            clock=self.clock,
+            started=started,
+        )
 
     def _verify(self, cluster: str, region: str, name: str) -> PoolDeleted:
         """After a delete that answered success: is the pool really gone?"""
@@ -90,7 +98,7 @@ class PoolDeleter:
             if pool.status not in _GOING_STATES:
                 break
             if attempt < self.verify_polls - 1:
-                time.sleep(self.poll_seconds)
+                self.clock.sleep(self.poll_seconds)
         status = pool.status if pool is not None else "?"
         return PoolDeleted(
             gone=False, problem=f"the delete answered success but the pool is still {status}"

@@ -10,9 +10,10 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_already_exists
+from tpu_trainer.infra.gcloud_errors import XpkFailure, classify
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandFailed, CommandResult
-from tpu_trainer.infra.xpk import Xpk, XpkFailure, classify, cluster_adapt_argv
+from tpu_trainer.infra.xpk import Xpk, cluster_adapt_argv
 from tpu_trainer.launchers.gke.capacity import Choice, Outcome, Survey, Verdict, order
 from tpu_trainer.launchers.gke.node_pools import (
     Attempt,

@@ -12,7 +12,6 @@ import base64
 import binascii
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra import crd
 from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, wait_until
 from tpu_trainer.infra.ray_jobs import TOKEN_ENV
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
 from tpu_trainer.launchers.gke.teardown import Teardown, TeardownReport
@@ -122,9 +122,10 @@ class KubeRayCluster:
             self.store.resource_state(rid, ResourceState.CREATED)
             self.display.info(f"created {obj['kind']} {name}")
 
-    def wait_head(self, kplan: KubeRayPlan, timeout_s: float, poll_s: float) -> None:
-        started = time.monotonic()
-        while True:
+    def wait_head(
+        self, kplan: KubeRayPlan, timeout_s: float, poll_s: float, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        def check(_tick: Tick) -> bool | Pending:
             found = self.kubectl.get(RAYCLUSTER, kplan.name, kplan.namespace)
             if found is None:
                 raise TpuTrainerError(
@@ -132,18 +133,20 @@ class KubeRayCluster:
                     fix="see `kubectl get events` in the namespace; something deleted it",
                 )
             if head_ready(found):
-                return
+                return True
             state = (found.get("status") or {}).get("state") or "no state yet"
-            waited = time.monotonic() - started
-            if waited > timeout_s:
-                raise TpuTrainerError(
-                    f"the head of RayCluster {kplan.name} was not ready within {timeout_s:.0f} s "
-                    f"(state: {state})",
-                    fix=f"`kubectl describe pod -l ray.io/cluster={kplan.name},ray.io/node-type=head "
-                    f"--namespace={kplan.namespace}` says why (image pull, CPU or memory)",
-                )
-            self.display.waiting(f"RayCluster {kplan.name}: head not ready ({state})", waited)
-            time.sleep(poll_s)
+            return Pending(f"RayCluster {kplan.name}: head not ready ({state})", state)
+
+        ready = wait_until(
+            check, interval=poll_s, timeout=timeout_s, on_tick=self.display.waiting, clock=clock
+        )
+        if isinstance(ready, Expired):
+            raise TpuTrainerError(
+                f"the head of RayCluster {kplan.name} was not ready within {timeout_s:.0f} s "
+                f"(state: {ready.last.status})",
+                fix=f"`kubectl describe pod -l ray.io/cluster={kplan.name},ray.io/node-type=head "
+                f"--namespace={kplan.namespace}` says why (image pull, CPU or memory)",
+            )
 
     def token(self, kplan: KubeRayPlan, env: dict[str, str]) -> str:
         """``$RAY_AUTH_TOKEN``, else the token in the Secret the operator made for the cluster."""

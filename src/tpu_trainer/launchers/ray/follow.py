@@ -13,7 +13,6 @@ fatal error in any line (out of memory, mesh, a config error) stops the job at o
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -22,6 +21,7 @@ from types import TracebackType
 from typing import IO
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.ray_jobs import JobInfo, JobStatus, LogCursor, RayJobsClient
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.launchers.ray.log import (
@@ -148,14 +148,13 @@ class RayJobFollower:
     logs: JobLogs
     waiting: Waiting
     deadlines: Deadlines = field(default_factory=Deadlines)
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    clock: Clock = SYSTEM_CLOCK
 
     def run(self) -> FollowedJob:
         """Poll until the job ends or a deadline passes; stop the job if we give up on it."""
-        started = self.clock()
         cursor = LogCursor()
-        while True:
+
+        def check(tick: Tick) -> FollowedJob | Pending:
             info = self.client.status(self.submission_id)
             self._read(cursor)
             if info.status.terminal:
@@ -164,16 +163,26 @@ class RayJobFollower:
             fatal = self.logs.fatal()
             if fatal:
                 return self._give_up(JobEnd.FATAL, info, _fatal_message(fatal[0]), tuple(fatal))
-            waited = self.clock() - started
+            waited = tick.now()
             if not self.logs.started and waited > self.deadlines.start_s:
                 return self._give_up(JobEnd.NOT_STARTED, info, self._not_started(waited))
             if waited > self.deadlines.finish_s:
                 message = f"the job did not finish within {self.deadlines.finish_s:.0f} s"
                 return self._give_up(JobEnd.TIMED_OUT, info, message)
-            if not self.logs.started:
-                label = self.logs.waiting_for or f"job {self.submission_id} is {info.status.value}"
-                self.display.waiting(label, waited)
-            self.sleep(self.deadlines.poll_s)
+            if self.logs.started:
+                return Pending("")
+            return Pending(
+                self.logs.waiting_for or f"job {self.submission_id} is {info.status.value}"
+            )
+
+        return wait_until(
+            check, interval=self.deadlines.poll_s, on_tick=self._waiting, clock=self.clock
+        )
+
+    def _waiting(self, label: str, waited: float) -> None:
+        """The live line, until training starts (then worker 0's lines speak)."""
+        if label:
+            self.display.waiting(label, waited)
 
     def _read(self, cursor: LogCursor, *, final: bool = False) -> None:
         lines = cursor.new_lines(self.client.logs(self.submission_id))

@@ -10,14 +10,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.poll import Expired, Pending, SystemClock, Tick, wait_until
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.infra.tpu_vm import TpuVmCloud
+from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
 from tpu_trainer.launchers.tpu_vm.spec import DEAD_STATES, QUEUED_DEAD, TpuNode, TpuVmSpec
 from tpu_trainer.launchers.tpu_vm.teardown import QUEUED_RESOURCE, TPU_VM
 from tpu_trainer.store.db import ResourceState, RunStore
+
+T = TypeVar("T")
 
 
 class ProvisionError(TpuTrainerError):
@@ -129,25 +133,26 @@ class VmProvisioner:
             state = ResourceState.CREATED if exists else ResourceState.ABSENT
             self.store.resource_state(rid, state)
 
-    def _deadline(self) -> float:
-        return time.monotonic() + self.timeout_s
-
     def _wait_queued(self) -> None:
-        vm, deadline, started = self.vm, self._deadline(), time.monotonic()
-        while True:
+        vm = self.vm
+
+        def check(_tick: Tick) -> bool | Pending:
             state = self.cloud.queued_state(vm.queued_resource, vm.zone, vm.project)
             if state == "ACTIVE":
-                return
+                return True
             if state is None or state in QUEUED_DEAD:
                 raise ProvisionError(
                     f"queued resource {vm.queued_resource} is {state or 'gone'}",
                     fix=create_fix("no more capacity", vm.zone),
                 )
-            self._wait_or_timeout(deadline, started, f"queued resource {state}")
+            return Pending(f"queued resource {state}")
+
+        self._wait(check)
 
     def _wait_ready(self) -> TpuNode:
-        vm, deadline, started = self.vm, self._deadline(), time.monotonic()
-        while True:
+        vm = self.vm
+
+        def check(_tick: Tick) -> TpuNode | Pending:
             node = self.cloud.node(vm.name, vm.zone, vm.project)
             if node is not None and node.state == "READY":
                 return node
@@ -156,16 +161,24 @@ class VmProvisioner:
                     f"TPU VM {vm.name} is {node.state} instead of READY",
                     fix="run again (a preempted VM cannot be resumed); the VM is deleted now",
                 )
-            self._wait_or_timeout(deadline, started, f"{vm.name} {node.state if node else '-'}")
+            return Pending(f"{vm.name} {node.state if node else '-'}")
 
-    def _wait_or_timeout(self, deadline: float, started: float, label: str) -> None:
-        if time.monotonic() > deadline:
+        return self._wait(check)
+
+    def _wait(self, check: Callable[[Tick], T | Pending]) -> T:
+        found = wait_until(
+            check,
+            interval=self.poll_seconds,
+            timeout=self.timeout_s,
+            on_tick=self.display.waiting,
+            clock=SystemClock(self.sleep),
+        )
+        if isinstance(found, Expired):
             raise ProvisionError(
-                f"TPU VM {self.vm.name} not ready after {self.timeout_s:.0f} s ({label})",
+                f"TPU VM {self.vm.name} not ready after {self.timeout_s:.0f} s ({found.last.label})",
                 fix="try another zone or a longer wait; the VM is deleted now",
             )
-        self.display.waiting(label, time.monotonic() - started)
-        self.sleep(self.poll_seconds)
+        return found
 
     def _check(self, node: TpuNode) -> None:
         vm = self.vm

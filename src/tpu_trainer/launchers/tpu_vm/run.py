@@ -32,8 +32,8 @@ from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram, remote_run_dir
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandResult, CommandRunner
-from tpu_trainer.infra.tpu_vm import TpuVmCloud
 from tpu_trainer.launch_path import LaunchPath
+from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
 from tpu_trainer.launchers.tpu_vm.follow import READERS, TrainFollower, WorkerLogTail
 from tpu_trainer.launchers.tpu_vm.provision import VmProvisioner
 from tpu_trainer.launchers.tpu_vm.remote import (

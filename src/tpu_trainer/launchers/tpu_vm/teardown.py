@@ -14,7 +14,7 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.infra.gcloud import is_not_found
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.infra.tpu_vm import TpuVmCloud
+from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
 from tpu_trainer.store.db import LIVE_STATES, Resource, ResourceState, RunStore
 
 TPU_VM = "tpu-vm"

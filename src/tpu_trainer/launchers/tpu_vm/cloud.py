@@ -1,4 +1,5 @@
-"""gcloud for TPU VMs: a thin client over the argv built in :mod:`tpu_trainer.launchers.tpu_vm.spec`."""
+"""The TPU VM cloud adapter: gcloud for TPU VMs, a thin client over the argv built in
+:mod:`tpu_trainer.launchers.tpu_vm.spec`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,440 @@
+"""The reader that builds the recipe model from a tpu-recipes ``run_recipe.sh``.
+
+The script is read, never run. Shell variables that only build strings (``XLA_FLAGS``,
+``MAXTEXT_ARGS``) are inlined; exported variables stay symbolic as ``${NAME}``, because the
+tool supplies their values (from the configuration) when it writes the submit script.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tpu_trainer.errors import RecipeError
+from tpu_trainer.recipes.recipe import (
+    CommandStep,
+    EntryPoint,
+    Framework,
+    Placeholding,
+    Recipe,
+    RecipeVariable,
+    StepKind,
+    XpkFlag,
+)
+from tpu_trainer.recipes.shell_words import (
+    REF_CLOSE,
+    REF_OPEN,
+    CmdSub,
+    Lit,
+    Op,
+    Placeholder,
+    Quote,
+    Ref,
+    ShellSyntaxError,
+    Token,
+    Var,
+    Word,
+    pod_quote_state,
+    pod_text_problem,
+    split_commands,
+    tokenize,
+)
+
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+_SPLITTERS = frozenset({"IFS"})
+_ARGUMENTS = re.compile(r"(?:^|_)(?:ARGS|FLAGS|OVERRIDES)$")
+_SPECIAL_FIX = "write the separator (a space) or the value itself"
+
+
+def _special_message(name: str) -> str:
+    return (
+        f"${{{name}}} is the shell's own {name}: its value would split or rewrite the "
+        "command in the pod's shell"
+    )
+
+
+_TOOL_COMPUTED = frozenset({"WORKLOAD_NAME"})
+_UPLOADERS = (("gsutil",), ("gcloud", "storage"))
+
+
+@dataclass
+class _Assigned:
+    value: Word
+    exported: bool
+    line: int
+
+
+class _Reader:
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+        self.lines = text.splitlines()
+        self.assigned: dict[str, _Assigned] = {}
+        self.variables: list[RecipeVariable] = []
+        self.shell_options: list[str] = []
+        self.xpk_words: list[Word] | None = None
+
+    def fail(self, message: str, line: int, fix: str = "") -> RecipeError:
+        shown = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        where = f"{self.source}:{line}: " if line else f"{self.source}: "
+        detail = f"\n    {line} | {shown}" if shown else ""
+        return RecipeError(
+            where + message + detail,
+            fix=fix or "rewrite that line with plain assignments and one `xpk workload create`",
+        )
+
+    # ---- top level ----------------------------------------------------------
+    def read(self) -> Recipe:
+        try:
+            tokens = tokenize(self.text)
+        except ShellSyntaxError as e:
+            raise self.fail(str(e), e.line) from None
+        for words, line in self.statements(tokens):
+            self.statement(words, line)
+        if self.xpk_words is None:
+            raise RecipeError(
+                f"{self.source}: no `xpk workload create` command found",
+                fix="is this a tpu-recipes run_recipe.sh? The tool reads recipes that submit "
+                "with `xpk workload create ... --command=...`",
+            )
+        return self.build(self.xpk_words)
+
+    def statements(self, tokens: list[Token]) -> list[tuple[list[Word], int]]:
+        out: list[tuple[list[Word], int]] = []
+        current: list[Word] = []
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            if isinstance(tok, Word) and not current and tok.literal == "if":
+                i = self.skip_if_block(tokens, i)
+                continue
+            if isinstance(tok, Op):
+                if tok.text in ("\n", ";"):
+                    if current:
+                        out.append((current, current[0].line))
+                    current = []
+                    i += 1
+                    continue
+                raise self.fail(
+                    f"operator '{tok.text}' is not supported at the top level", tok.line
+                )
+            current.append(tok)
+            i += 1
+        if current:
+            out.append((current, current[0].line))
+        return out
+
+    def skip_if_block(self, tokens: list[Token], start: int) -> int:
+        depth = 0
+        at_command_start = True
+        for j in range(start, len(tokens)):
+            tok = tokens[j]
+            if isinstance(tok, Op):
+                at_command_start = tok.text in ("\n", ";", "&&", "||", "|")
+                continue
+            word = tok.literal
+            if at_command_start and word in ("if", "fi", "then", "else", "!"):
+                if word == "if":
+                    depth += 1
+                elif word == "fi":
+                    depth -= 1
+                    if depth == 0:
+                        return j + 1
+                at_command_start = word != "fi"
+                continue
+            if at_command_start and word in ("xpk", "python", "python3"):
+                raise self.fail(f"`{word}` inside an if block is not supported", tok.line)
+            at_command_start = False
+        first = tokens[start]
+        raise self.fail("`if` without `fi`", first.line if isinstance(first, Word) else 0)
+
+    def statement(self, words: list[Word], line: int) -> None:
+        head = words[0].literal
+        if head == "export" or _assignment(words[0]) is not None:
+            exported = head == "export"
+            for w in words[1:] if exported else words:
+                self.assign(w, exported)
+            return
+        if head in ("source", ".", "echo"):
+            return
+        if head == "set":
+            self.shell_options.append(" ".join(w.render() for w in words[1:]))
+            return
+        if head == "xpk":
+            sub = [w.literal for w in words[1:3]]
+            if sub != ["workload", "create"]:
+                raise self.fail(
+                    f"`xpk {' '.join(s or '?' for s in sub)}` is not supported",
+                    line,
+                    fix="the recipe must submit with `xpk workload create`",
+                )
+            if self.xpk_words is not None:
+                raise self.fail("a second `xpk workload create`", line, fix="keep one submission")
+            self.xpk_words = words[3:]
+            return
+        raise self.fail(f"unsupported command `{words[0].render()}`", line)
+
+    def assign(self, word: Word, exported: bool) -> None:
+        split = _assignment(word)
+        if split is None:
+            if exported and word.literal and _ASSIGN.match(word.literal + "=") is not None:
+                return  # `export NAME` with no value
+            raise self.fail(f"`{word.render()}` is not an assignment", word.line)
+        name, value = split
+        computed = any(isinstance(p, CmdSub) for p in value.parts)
+        if computed and not (exported and name in _TOOL_COMPUTED):
+            raise self.fail(
+                f"command substitution in {name} is not supported: the tool never runs "
+                "commands from a recipe",
+                word.line,
+                fix=f"write the value of {name} literally",
+            )
+        self.assigned[name] = _Assigned(value, exported, word.line)
+        if exported:
+            self.variables = [v for v in self.variables if v.name != name]
+            self.variables.append(RecipeVariable(name, value.render(), word.line, computed))
+
+    # ---- expansion ---------------------------------------------------------------
+    def expand(self, word: Word, seen: frozenset[str] = frozenset()) -> str:
+        """First-level expansion: inline string-building variables, keep exported ones symbolic."""
+        out: list[str] = []
+        for part in word.parts:
+            if isinstance(part, Lit):
+                out.append(part.text)
+            elif isinstance(part, Var):
+                if part.name in _SPLITTERS:
+                    raise self.fail(
+                        _special_message(part.name),
+                        self.line_of(part.name, word.line),
+                        fix=_SPECIAL_FIX,
+                    )
+                known = self.assigned.get(part.name)
+                if known is not None and not known.exported:
+                    if part.name in seen:
+                        raise self.fail(f"{part.name} refers to itself", word.line)
+                    if part.pattern:
+                        raise self.fail(f"pattern substitution on {part.name}", word.line)
+                    out.append(self.expand(known.value, seen | {part.name}))
+                else:
+                    out.append(REF_OPEN + part.name + REF_CLOSE)
+            elif isinstance(part, Ref):
+                out.append(REF_OPEN + part.name + REF_CLOSE)
+            elif isinstance(part, Placeholder):
+                out.append("<" + part.name + ">")
+            else:
+                raise self.fail("command substitution outside WORKLOAD_NAME", word.line)
+        return "".join(out)
+
+    # ---- the submission -----------------------------------------------------------
+    def build(self, words: list[Word]) -> Recipe:
+        flags: list[XpkFlag] = []
+        command: tuple[str, int] | None = None
+        i = 0
+        while i < len(words):
+            w = words[i]
+            expanded = self.expand(w)
+            if not expanded.startswith("--"):
+                raise self.fail(f"unexpected xpk argument `{w.render()}`", w.line)
+            name, eq, value = expanded.partition("=")
+            if not eq and i + 1 < len(words) and not self.expand(words[i + 1]).startswith("--"):
+                value = self.expand(words[i + 1])
+                eq = "="
+                i += 1
+            if name == "--command":
+                self.check_inlined(words[i])
+                command = (value, w.line)
+            flags.append(XpkFlag(name, _display(value) if eq else None, w.line))
+            i += 1
+        if not any(f.name in ("--device-type", "--tpu-type") for f in flags):
+            raise self.fail("xpk workload create has no --device-type or --tpu-type", words[0].line)
+        if command is None:
+            raise self.fail("xpk workload create has no --command", words[0].line)
+        steps = self.pod_steps(*command)
+        entry_index = next((k for k, s in enumerate(steps) if s.kind is StepKind.ENTRY), None)
+        if entry_index is None:
+            raise self.fail(
+                "the --command runs no `python3 -m <module>` training program", command[1]
+            )
+        entry = _entry_point(steps[entry_index].words)
+        framework = _framework(entry.module)
+        if framework is None:
+            raise self.fail(
+                f"entry module `{entry.module}` is neither MaxText nor MaxDiffusion", command[1]
+            )
+        return Recipe(
+            source=self.source,
+            variables=tuple(self.variables),
+            xla_flags=_xla_flags(steps),
+            entry=entry,
+            xpk_flags=tuple(flags),
+            steps=steps,
+            framework=framework,
+            args_variable=self.args_variable(framework),
+            placeholders=self.placeholders(entry),
+            shell_options=tuple(self.shell_options),
+        )
+
+    def check_inlined(self, word: Word) -> None:
+        """Refuse argument and flag variables whose text would be shell syntax in the pod's
+        shell (``MAXTEXT_ARGS="a=1; touch x"`` would end the training command and run another).
+        Other string variables may hold the recipe's own setup commands: they show as steps."""
+        prefix = ""
+        for part in word.parts:
+            piece = self.expand(Word((part,), word.line))
+            known = self.assigned.get(part.name) if isinstance(part, Var) else None
+            if (
+                isinstance(part, Var)
+                and known is not None
+                and not known.exported
+                and _ARGUMENTS.search(part.name) is not None
+            ):
+                problem, needle = pod_text_problem(piece, pod_quote_state(prefix))
+                if problem:
+                    raise self.fail(
+                        f"{part.name} holds {problem}: in the pod's shell it would not stay "
+                        "arguments of the training program",
+                        self.line_of(needle, known.line),
+                        fix=f"remove it from {part.name}; write each argument as key=value "
+                        "(quote a value that needs spaces)",
+                    )
+            prefix += piece
+
+    def line_of(self, needle: str, start: int) -> int:
+        """The first line from ``start`` on holding ``needle`` (``start`` when none does)."""
+        for n in range(start, len(self.lines) + 1):
+            text = self.lines[n - 1]
+            if (needle == "\n" and not text.rstrip().endswith("\\")) or (
+                needle.strip() and needle in text
+            ):
+                return n
+        return start
+
+    def pod_steps(self, command: str, line: int) -> tuple[CommandStep, ...]:
+        try:
+            tokens = tokenize(command, line)
+            commands = split_commands(tokens, frozenset({"&&", "|", ";", "\n", "||"}))
+        except ShellSyntaxError as e:
+            raise self.fail(f"in --command: {e}", line) from None
+        steps: list[CommandStep] = []
+        previous = ""
+        for cmd_words, _ in commands:
+            for w in cmd_words:
+                special = next(
+                    (p.name for p in w.parts if isinstance(p, Var | Ref) and p.name in _SPLITTERS),
+                    None,
+                )
+                if special is not None:
+                    raise self.fail(_special_message(special), line, fix=_SPECIAL_FIX)
+        for cmd_words, sep in commands:
+            steps.append(CommandStep(_step_kind(cmd_words, previous), tuple(cmd_words), sep))
+            previous = sep
+        return tuple(steps)
+
+    def args_variable(self, framework: Framework) -> str:
+        wanted = "MAXDIFFUSION_ARGS" if framework is Framework.MAXDIFFUSION else "MAXTEXT_ARGS"
+        for name in (wanted, "MAXTEXT_ARGS", "MAXDIFFUSION_ARGS"):
+            if name in self.assigned:
+                return name
+        return wanted
+
+    def placeholders(self, entry: EntryPoint) -> tuple[Placeholding, ...]:
+        found: list[Placeholding] = []
+        for word in entry.args:
+            for part in word.parts:
+                if isinstance(part, Placeholder):
+                    needle = f"<{part.name}>"
+                    line = next(
+                        (
+                            n
+                            for n, text in enumerate(self.lines, 1)
+                            if needle in text and not text.lstrip().startswith("#")
+                        ),
+                        0,
+                    )
+                    found.append(Placeholding(part.name, word.render(), line))
+        return tuple(found)
+
+
+def _assignment(word: Word) -> tuple[str, Word] | None:
+    first = word.parts[0] if word.parts else None
+    if not isinstance(first, Lit) or first.quote is not Quote.NONE:
+        return None
+    m = _ASSIGN.match(first.text)
+    if m is None:
+        return None
+    rest = first.text[m.end() :]
+    parts = ((Lit(rest),) if rest else ()) + word.parts[1:]
+    return m.group(1), Word(parts, word.line)
+
+
+def _display(expanded: str) -> str:
+    return expanded.replace(REF_OPEN, "${").replace(REF_CLOSE, "}")
+
+
+def _is_python(word: Word) -> bool:
+    text = word.literal or ""
+    return re.fullmatch(r"(?:.*/)?python3?(?:\.\d+)?", text) is not None
+
+
+def _step_kind(words: list[Word], previous_separator: str) -> StepKind:
+    head = words[0].literal or ""
+    if any(_is_python(w) for w in words[:4]) and any(w.literal == "-m" for w in words):
+        return StepKind.ENTRY
+    if head == "tee" and previous_separator == "|":
+        return StepKind.TEE
+    if head == "set":
+        return StepKind.SHELL_OPTION
+    if head == "export":
+        return StepKind.EXPORT
+    if head == "echo":
+        return StepKind.ECHO
+    lits = tuple(w.literal for w in words[:2])
+    if any(lits[: len(u)] == u for u in _UPLOADERS) and any(w.literal == "cp" for w in words):
+        return StepKind.UPLOAD
+    return StepKind.SETUP
+
+
+def _entry_point(words: tuple[Word, ...]) -> EntryPoint:
+    env: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words) and not _is_python(words[i]):
+        split = _assignment(words[i])
+        if split is not None:
+            env.append((split[0], split[1].render()))
+        i += 1
+    interpreter = words[i].render()
+    i += 1
+    while i < len(words) and words[i].literal != "-m":
+        i += 1
+    module = words[i + 1].render()
+    i += 2
+    base = None
+    if i < len(words) and re.search(r"\.ya?ml$", words[i].render()):
+        base = words[i].render()
+        i += 1
+    return EntryPoint(tuple(env), interpreter, module, base, words[i:])
+
+
+def _framework(module: str) -> Framework | None:
+    lowered = module.lower()
+    if "maxdiffusion" in lowered:
+        return Framework.MAXDIFFUSION
+    if "maxtext" in lowered:
+        return Framework.MAXTEXT
+    return None
+
+
+def _xla_flags(steps: tuple[CommandStep, ...]) -> tuple[str, ...]:
+    for step in steps:
+        if step.kind not in (StepKind.EXPORT, StepKind.ENTRY):
+            continue
+        for word in step.words:
+            split = _assignment(word)
+            if split is not None and split[0] == "LIBTPU_INIT_ARGS":
+                return tuple(split[1].render().split())
+    return ()
+
+
+def parse_recipe(text: str, source: str = "run_recipe.sh") -> Recipe:
+    """Read a tpu-recipes ``run_recipe.sh``; ``source`` names it in errors."""
+    return _Reader(text, source).read()
