@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.cli.collect_cmd import collect
 from tpu_trainer.errors import InputError
-from tpu_trainer.frameworks.maxtext.log import (
+from tpu_trainer.frameworks.maxtext.log import iter_events, parse_line, read_log
+from tpu_trainer.metrics.records import (
     FactKind,
     HiddenStep,
     ParsedLog,
@@ -20,9 +21,6 @@ from tpu_trainer.frameworks.maxtext.log import (
     StepRecord,
     absl_time,
     elapsed,
-    iter_events,
-    parse_line,
-    read_log,
 )
 from tpu_trainer.metrics.summary import RunMetrics, compare, summarize
 from tpu_trainer.plan.slices import Slice

@@ -22,7 +22,7 @@ from itertools import groupby
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.frameworks.maxtext.log import StartupSummary, StepRecord, elapsed
+from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
 
 MISMATCH_LIMIT = 0.05
