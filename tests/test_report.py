@@ -37,14 +37,17 @@ def make_run(run_id: str = "a1b2c3d4", *, date: str = "2026-11-22", **changes: A
         StepRow(
             step=i,
             seconds=s * scale,
-            tflops_device=t / scale,
-            tflops_chip=2 * t / scale,
-            tokens_chip=2 * k / scale,
+            tflops_per_device=t / scale,
+            tflops_per_chip=2 * t / scale,
+            tokens_per_device=k / scale,
+            tokens_per_chip=2 * k / scale,
+            total_weights=None,
             loss=loss,
         )
         for i, (s, t, k, loss) in enumerate(_METRICS)
     )
     steady = steps[2:]
+    steady_metrics = _METRICS[2:]
     fields: dict[str, Any] = {
         "run_id": run_id,
         "date": date,
@@ -55,9 +58,9 @@ def make_run(run_id: str = "a1b2c3d4", *, date: str = "2026-11-22", **changes: A
         "precision": "bf16",
         "chips": 128,
         "steady_step_seconds": sum(s.seconds for s in steady) / len(steady),
-        "steady_tflops_device": sum(s.tflops_device for s in steady) / len(steady),
-        "steady_tflops_chip": sum(s.tflops_chip for s in steady) / len(steady),
-        "steady_tokens_chip": sum(s.tokens_chip for s in steady) / len(steady),
+        "steady_tflops_device": sum(t / scale for _, t, _, _ in steady_metrics) / len(steady),
+        "steady_tflops_chip": sum(2 * t / scale for _, t, _, _ in steady_metrics) / len(steady),
+        "steady_tokens_chip": sum(2 * k / scale for _, _, k, _ in steady_metrics) / len(steady),
         "steady_steps": tuple(s.step for s in steady),
         "loss_first": steps[0].loss,
         "loss_last": steps[-1].loss,

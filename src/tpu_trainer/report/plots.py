@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpu_trainer.errors import InputError
-from tpu_trainer.report.model import RunReport
+from tpu_trainer.report.model import RunReport, step_figures
 from tpu_trainer.report.readme import atomic_write_bytes, check_writable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -65,8 +65,8 @@ def write_plots(run: RunReport, folder: Path) -> list[Path]:
             ),
             (
                 [s.seconds for s in run.steps],
-                [s.loss for s in run.steps],
-                [s.tflops_chip for s in run.steps],
+                [step_figures(s)[3] for s in run.steps],
+                [step_figures(s)[1] for s in run.steps],
             ),
             steady,
             strict=True,

@@ -41,7 +41,8 @@ from urllib.parse import quote, unquote
 from filelock import FileLock, Timeout
 
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
+from tpu_trainer.report.model import Outcome, ReportLang, RunReport, step_figures
+from tpu_trainer.store.steps import StepRow
 
 Lang = Literal["zh", "en"]
 
@@ -540,13 +541,14 @@ def _versions(run: RunReport) -> tuple[tuple[str, str], ...]:
 
 
 def _step_cells(s: StepRow) -> tuple[str, ...]:
+    tflops_device, tflops_chip, tokens_chip, loss = step_figures(s)
     return (
         str(s.step),
         _num(s.seconds, 2),
-        _num(s.tflops_device, 1),
-        _num(s.tflops_chip, 1),
-        _num(s.tokens_chip, 1),
-        _num(s.loss, 3),
+        _num(tflops_device, 1),
+        _num(tflops_chip, 1),
+        _num(tokens_chip, 1),
+        _num(loss, 3),
     )
 
 
