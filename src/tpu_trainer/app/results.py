@@ -22,6 +22,7 @@ from tpu_trainer.report.model import (
 )
 from tpu_trainer.report.readme import Lang
 from tpu_trainer.store.db import RunMode, RunStatus, RunStore
+from tpu_trainer.store.db import locks_dir as store_locks_dir
 
 
 def _int_arg(plan: Plan, key: str) -> int | None:
@@ -296,7 +297,7 @@ def _write_or_warn(
 
 def locks_dir(store: RunStore) -> Path:
     """Where README locks are taken: beside the run store, never in the recipes tree."""
-    return store.path.parent / "locks"
+    return store_locks_dir(store.path)
 
 
 def write_stored_report(
