@@ -27,7 +27,8 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tpu_trainer.frameworks.maxtext.log import FactKind, StartupFact, StepRecord, iter_events
+from tpu_trainer.frameworks.maxtext.log import iter_events
+from tpu_trainer.metrics.records import FactKind, StartupFact, StepRecord
 
 TARGET_MB_S = 100.0
 MIB = 1 << 20

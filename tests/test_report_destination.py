@@ -3,6 +3,7 @@ row says about how the run ended."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -11,11 +12,18 @@ import pytest
 from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.planning import Request, plan_request
-from tpu_trainer.app.results import Ending, model_folder, record_results, write_stored_report
+from tpu_trainer.app.results import (
+    Ending,
+    model_folder,
+    record_results,
+    report_from_json,
+    report_to_json,
+    write_stored_report,
+)
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.plan import Plan, PlanOptions
-from tpu_trainer.store.db import RunMode, RunStatus, RunStore
+from tpu_trainer.store.db import RunMode, RunStatus, RunStore, StepRow
 
 pytestmark = pytest.mark.unit
 
@@ -179,3 +187,27 @@ def test_a_read_only_readme_keeps_the_metrics_and_says_how_to_report_later(
     again, _, changed, _ = write_stored_report(store, RUN, "en", to_recipe=False)
     assert again == readme and changed
     assert readme.read_text("utf-8").startswith("# mine\n")
+
+
+def test_the_same_step_rows_go_from_the_summary_through_the_store_to_the_report(
+    tmp_path: Path,
+) -> None:
+    folder = _copy(tmp_path, "recipes", "mixtral-moe", "4k-fp8-tpu7x-4x4x4")
+    store, _, _ = _record(tmp_path, _plan(folder))
+    figures = store.metrics(RUN) or {}
+    summarized = [
+        StepRow(**{k: v for k, v in s.items() if k != "steady"}) for s in figures["steps"]
+    ]
+    assert store.step_rows(RUN) == summarized
+    stored = figures["report"]
+    assert list(stored["steps"][0]) == [
+        "step",
+        "seconds",
+        "tflops_device",
+        "tflops_chip",
+        "tokens_chip",
+        "loss",
+    ]
+    report, model_dir = report_from_json(stored)
+    assert [r.step for r in report.steps] == [r.step for r in summarized]
+    assert json.loads(json.dumps(report_to_json(report, model_dir))) == stored

@@ -10,7 +10,14 @@ import pytest
 
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunMode, RunStatus, RunStore
+from tpu_trainer.store.db import (
+    LIVE_STATES,
+    ResourceState,
+    RunMode,
+    RunStatus,
+    RunStore,
+    StepRow,
+)
 from tpu_trainer.store.migrations import MIGRATIONS
 
 pytestmark = pytest.mark.unit
@@ -173,3 +180,43 @@ def test_a_rehearsal_store_records_its_runs_as_rehearsals(tmp_path: Path) -> Non
     store = _store(tmp_path)
     modes = {r.id: r.mode for r in store.runs()}
     assert modes == {"rehearsed": RunMode.REHEARSAL, "real": RunMode.REAL}
+
+
+def test_step_rows_are_stored_in_their_columns_and_read_back_whole(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(store)
+    rows = [
+        StepRow(
+            step=0,
+            seconds=9.5,
+            tflops_per_device=None,
+            tflops_per_chip=None,
+            tokens_per_device=None,
+            tokens_per_chip=None,
+            total_weights=None,
+            loss=10.9,
+            excluded="step 0: JIT compilation",
+        ),
+        StepRow(
+            step=2,
+            seconds=1.5,
+            tflops_per_device=100.0,
+            tflops_per_chip=200.0,
+            tokens_per_device=600.0,
+            tokens_per_chip=1200.0,
+            total_weights=4096.0,
+            loss=9.5,
+        ),
+    ]
+    store.record_steps("a1b2c3d4", rows)
+    assert store.steps("a1b2c3d4")[1] == {
+        "step": 2,
+        "seconds": 1.5,
+        "tflops_device": 100.0,
+        "tokens_device": 600.0,
+        "total_weights": 4096.0,
+        "loss": 9.5,
+        "excluded": None,
+    }
+    store.set_metrics("a1b2c3d4", {"jax_devices_per_chip": 2})
+    assert store.step_rows("a1b2c3d4") == rows

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from tpu_trainer.errors import InputError
+from tpu_trainer.infra.files import atomic_write
 
 GENERATED_MARK = "# Written by tpu-trainer"
 
@@ -27,13 +26,5 @@ def write_generated(
                 f"{path} exists and was not written by tpu-trainer; not replacing it",
                 fix="move it away, or pass --force to replace it",
             )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        Path(tmp).chmod(0o755 if executable else 0o644)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text, mode=0o755 if executable else 0o644)
     return True

@@ -13,9 +13,16 @@ from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.maxtext.log import read_log
 from tpu_trainer.metrics.summary import RunMetrics, summarize
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
+from tpu_trainer.report.model import (
+    Outcome,
+    ReportLang,
+    RunReport,
+    steps_from_json,
+    steps_to_json,
+)
 from tpu_trainer.report.readme import Lang
 from tpu_trainer.store.db import RunMode, RunStatus, RunStore
+from tpu_trainer.store.db import locks_dir as store_locks_dir
 
 
 def _int_arg(plan: Plan, key: str) -> int | None:
@@ -45,21 +52,7 @@ def metrics_from_log(log: Path, plan: Plan) -> RunMetrics:
 
 
 def store_metrics(store: RunStore, run_id: str, metrics: RunMetrics) -> None:
-    store.record_steps(
-        run_id,
-        [
-            {
-                "step": r.step,
-                "seconds": r.seconds,
-                "tflops_device": r.tflops_per_device,
-                "tokens_device": r.tokens_per_device,
-                "total_weights": r.total_weights,
-                "loss": r.loss,
-                "excluded": r.excluded,
-            }
-            for r in metrics.rows
-        ],
-    )
+    store.record_steps(run_id, metrics.rows)
     store.set_metrics(run_id, metrics.to_json())
 
 
@@ -85,17 +78,6 @@ def run_report(
     """The README record of a run, or None when the run has no steady state to report."""
     if not metrics.has_steady_state or metrics.loss is None:
         return None
-    rows = tuple(
-        StepRow(
-            step=r.step,
-            seconds=r.seconds,
-            tflops_device=r.tflops_per_device or 0.0,
-            tflops_chip=r.tflops_per_chip or 0.0,
-            tokens_chip=r.tokens_per_chip or 0.0,
-            loss=r.loss if r.loss is not None else float("nan"),
-        )
-        for r in metrics.rows
-    )
     notes = []
     if metrics.tokens_check is not None and metrics.tokens_check.mismatch:
         notes.append(metrics.tokens_check.message)
@@ -117,7 +99,7 @@ def run_report(
         loss_last=metrics.loss.last,
         final_loss=metrics.loss.last,
         note="; ".join(notes),
-        steps=rows,
+        steps=metrics.rows,
         framework="MaxDiffusion" if plan.recipe.framework.value == "maxdiffusion" else "MaxText",
         framework_version=versions.framework or (plan.config.maxtext_branch or ""),
         jax_version=versions.jax or (plan.config.jax_version or ""),
@@ -203,14 +185,18 @@ def report_to_json(report: RunReport, model_dir: Path | None) -> dict[str, Any]:
     """What ``tpu-trainer report RUN`` needs to write the README again later."""
     from dataclasses import asdict
 
-    return {**asdict(report), "model_dir": None if model_dir is None else str(model_dir)}
+    return {
+        **asdict(report),
+        "steps": steps_to_json(report.steps),
+        "model_dir": None if model_dir is None else str(model_dir),
+    }
 
 
 def report_from_json(data: Mapping[str, Any]) -> tuple[RunReport, Path | None]:
     """The report and model folder stored by :func:`report_to_json`."""
     fields: dict[str, Any] = dict(data)
     stored_dir = fields.pop("model_dir", None)
-    steps = tuple(StepRow(**s) for s in fields.pop("steps", None) or ())
+    steps = steps_from_json(fields.pop("steps", None) or ())
     fields["steady_steps"] = tuple(fields.get("steady_steps") or ())
     fields["outcome"] = Outcome(fields.get("outcome") or Outcome.SUCCEEDED.value)
     model_dir = None if stored_dir is None else Path(str(stored_dir))
@@ -311,7 +297,7 @@ def _write_or_warn(
 
 def locks_dir(store: RunStore) -> Path:
     """Where README locks are taken: beside the run store, never in the recipes tree."""
-    return store.path.parent / "locks"
+    return store_locks_dir(store.path)
 
 
 def write_stored_report(

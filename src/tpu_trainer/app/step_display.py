@@ -21,7 +21,8 @@ class StepDisplay:
     _seconds: list[float] = field(default_factory=list)
 
     def __call__(self, line: str) -> None:
-        from tpu_trainer.frameworks.maxtext.log import StepRecord, parse_line
+        from tpu_trainer.frameworks.maxtext.log import parse_line
+        from tpu_trainer.metrics.records import StepRecord
 
         if not line:
             return

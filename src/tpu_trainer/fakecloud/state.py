@@ -1,21 +1,21 @@
 """The fake cloud's live state: one JSON file, changed only under an exclusive lock.
 
 ``initial.init_state`` writes it from a scenario. Every command of the fake tools runs inside
-``transaction``: it takes an exclusive ``fcntl.flock`` on ``<state>.lock``, loads the JSON,
+``transaction``: it takes an exclusive lock on ``<state>.lock``, loads the JSON,
 lets the command change it (and appends the command's argv to ``calls``), and writes it back
 atomically. Commands may therefore run at the same time from many threads or processes.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tpu_trainer.infra.files import atomic_write, file_lock
 
 STATE_ENV = "TPU_TRAINER_FAKE_STATE"
 STATE_VERSION = 1
@@ -99,13 +99,8 @@ def next_id(state: State) -> int:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    with lock.open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with file_lock(path.with_name(path.name + ".lock")):
+        yield
 
 
 def _load(path: Path) -> State:
@@ -116,14 +111,7 @@ def _load(path: Path) -> State:
 
 
 def _save(path: Path, state: State) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(state, f, indent=1, sort_keys=False)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, json.dumps(state, indent=1, sort_keys=False), mode=0o600, sync=False)
 
 
 @contextmanager

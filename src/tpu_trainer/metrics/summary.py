@@ -22,8 +22,9 @@ from itertools import groupby
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.frameworks.maxtext.log import StartupSummary, StepRecord, elapsed
+from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.store.steps import StepRow
 
 MISMATCH_LIMIT = 0.05
 """Relative difference above which the tokens cross-check is flagged."""
@@ -62,22 +63,6 @@ _RULES: tuple[tuple[_Test, _Reason], ...] = (
         lambda _s, _: "no TFLOP/s in the line",
     ),
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepRow:
-    """One step as reported, with per-chip figures and whether it counts as steady."""
-
-    step: int
-    seconds: float
-    tflops_per_device: float | None
-    tflops_per_chip: float | None
-    tokens_per_device: float | None
-    tokens_per_chip: float | None
-    total_weights: float | None
-    loss: float | None
-    excluded: str | None
-    """Why the step is not in the steady state; None when it is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

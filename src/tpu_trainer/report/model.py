@@ -1,5 +1,8 @@
 """What a training report is made of: one run's summary and its per-step metrics.
 
+The per-step rows are the run store's :class:`~tpu_trainer.store.steps.StepRow`, the same rows
+the summary computes; a figure a step lacks is shown as 0 (a loss as n/a).
+
 These are plain inputs; the numbers are computed elsewhere (from the training log) and
 only checked here for the things that would corrupt a README (an unparseable date, a run id
 that cannot live inside an HTML comment or a file name).
@@ -9,11 +12,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date as _date
 from enum import StrEnum
+from typing import Any
 
 from tpu_trainer.errors import InputError
+from tpu_trainer.store.steps import StepRow
 
 _RUN_ID = re.compile(r"[A-Za-z0-9]+(?:[._:-][A-Za-z0-9]+)*")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -34,20 +40,6 @@ class Outcome(StrEnum):
     TIMED_OUT = "timed out"
     CANCELLED = "cancelled"
     UNFINISHED = "unfinished"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepRow:
-    """The metrics MaxText prints for one completed step, with the per-chip values added."""
-
-    step: int
-    seconds: float
-    tflops_device: float
-    tflops_chip: float
-    """TFLOP/s/device × 2 on TPU v7 (two TensorCores per chip)."""
-    tokens_chip: float
-    """Tokens/s/device × 2 on TPU v7."""
-    loss: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +103,53 @@ class RunReport:
         if self.loss_first == 0 or not math.isfinite(self.loss_first):
             return None
         return (self.loss_first - self.loss_last) / self.loss_first * 100.0
+
+
+def step_figures(row: StepRow) -> tuple[float, float, float, float]:
+    """The figures a README and its charts show for one step: TFLOP/s/device, TFLOP/s/chip,
+    Tokens/s/chip (0 when absent) and the loss (NaN when absent)."""
+    return (
+        row.tflops_per_device or 0.0,
+        row.tflops_per_chip or 0.0,
+        row.tokens_per_chip or 0.0,
+        math.nan if row.loss is None else row.loss,
+    )
+
+
+def steps_to_json(steps: Sequence[StepRow]) -> list[dict[str, float | int]]:
+    """A report's steps as they are stored with it (``step``, ``seconds``, ``tflops_device``,
+    ``tflops_chip``, ``tokens_chip``, ``loss``: the figures shown)."""
+    shown = []
+    for row in steps:
+        tflops_device, tflops_chip, tokens_chip, loss = step_figures(row)
+        shown.append(
+            {
+                "step": row.step,
+                "seconds": row.seconds,
+                "tflops_device": tflops_device,
+                "tflops_chip": tflops_chip,
+                "tokens_chip": tokens_chip,
+                "loss": loss,
+            }
+        )
+    return shown
+
+
+def steps_from_json(stored: Sequence[Mapping[str, Any]]) -> tuple[StepRow, ...]:
+    """The steps :func:`steps_to_json` stored, as rows that show the same figures."""
+    return tuple(
+        StepRow(
+            step=int(s["step"]),
+            seconds=float(s["seconds"]),
+            tflops_per_device=float(s["tflops_device"]),
+            tflops_per_chip=float(s["tflops_chip"]),
+            tokens_per_device=None,
+            tokens_per_chip=float(s["tokens_chip"]),
+            total_weights=None,
+            loss=float(s["loss"]),
+        )
+        for s in stored
+    )
 
 
 def _is_date(text: str) -> bool:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpu_trainer.errors import InputError
-from tpu_trainer.report.model import RunReport
-from tpu_trainer.report.readme import atomic_write_bytes, check_writable
+from tpu_trainer.infra.files import atomic_write
+from tpu_trainer.report.model import RunReport, step_figures
+from tpu_trainer.report.readme import check_writable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -65,8 +66,8 @@ def write_plots(run: RunReport, folder: Path) -> list[Path]:
             ),
             (
                 [s.seconds for s in run.steps],
-                [s.loss for s in run.steps],
-                [s.tflops_chip for s in run.steps],
+                [step_figures(s)[3] for s in run.steps],
+                [step_figures(s)[1] for s in run.steps],
             ),
             steady,
             strict=True,
@@ -77,7 +78,7 @@ def write_plots(run: RunReport, folder: Path) -> list[Path]:
         check_writable(path, run.run_id)
     with style.context("default"):
         for chart, path in zip(charts, paths, strict=True):
-            atomic_write_bytes(path, _render(run, chart))
+            atomic_write(path, _render(run, chart))
     return paths
 
 

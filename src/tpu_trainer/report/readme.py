@@ -26,130 +26,44 @@ Rules, in the order they matter:
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-from unicodedata import east_asian_width
-from urllib.parse import quote, unquote
-
-from filelock import FileLock, Timeout
+from urllib.parse import quote
 
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.report.model import Outcome, ReportLang, RunReport, StepRow
+from tpu_trainer.infra.files import LockTimeout, atomic_write, file_lock
+from tpu_trainer.report.model import RunReport
+from tpu_trainer.report.sections import (
+    LABELS,
+    MY_RUNS_TITLES,
+    Labels,
+    Lang,
+    marker,
+    norm,
+    render_readme,
+    run_cells,
+    run_section,
+    runs_table,
+    table_row,
+)
 
-Lang = Literal["zh", "en"]
+__all__ = [
+    "Lang",
+    "add_run",
+    "check_writable",
+    "lock_path",
+    "marker",
+    "render_readme",
+    "update_readme",
+]
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _DELIMITER = re.compile(r" {0,3}\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
-_COLUMNS = "date|config|precision|step_time|tflops_device|tflops_chip|tokens_chip|loss|note"
-
-
-def _split(cells: str) -> tuple[str, ...]:
-    return tuple(cells.split("|"))
-
-
-@dataclass(frozen=True, slots=True)
-class _Labels:
-    code: str
-    title: str
-    overview: str
-    overview_rows: str
-    """Item, value, then model, params, hardware, framework, JAX, libtpu, XPK."""
-    results: str
-    my_runs: str
-    runs_header: str
-    """One per entry of ``_COLUMNS``."""
-    log_heading: str
-    steps_header: str
-    steady: str
-    loss_drop: str
-    run: str
-    no_steps: str
-
-
-_ZH = _Labels(
-    code="zh",
-    title="{model} 训练测试记录",
-    overview="模型概况",
-    overview_rows="项目|值|模型|总参数量|硬件|框架|JAX|Libtpu|XPK",
-    results="测试结果",
-    my_runs="我的测试记录",
-    runs_header="日期|配置|Precision|Step Time (s)|TFLOPs/s/device|TFLOPs/s/chip|Tokens/s/chip"
-    "|Loss (final)|备注",
-    log_heading="详细训练日志 - {topology} ({date})",
-    steps_header="Step|耗时 (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
-    steady="稳态性能 (Step {steps})",
-    loss_drop="Loss 下降",
-    run="运行",
-    no_steps="（没有逐步指标）",
-)
-_EN = _Labels(
-    code="en",
-    title="{model} training record",
-    overview="Model overview",
-    overview_rows="Item|Value|Model|Total parameters|Hardware|Framework|JAX|Libtpu|XPK",
-    results="Results",
-    my_runs="My runs",
-    runs_header="Date|Config|Precision|Step Time (s)|TFLOPs/s/device|TFLOPs/s/chip|Tokens/s/chip"
-    "|Loss (final)|Note",
-    log_heading="Training log - {topology} ({date})",
-    steps_header="Step|Time (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
-    steady="Steady state (step {steps})",
-    loss_drop="Loss drop",
-    run="Run",
-    no_steps="(no per-step metrics)",
-)
-_LABELS: dict[str, _Labels] = {ReportLang.ZH: _ZH, ReportLang.EN: _EN}
-_REHEARSAL = "rehearsal"
-_MARKS: dict[str, dict[str, str]] = {
-    "zh": {
-        Outcome.FAILED: "失败",
-        Outcome.TIMED_OUT: "超时",
-        Outcome.CANCELLED: "已取消",
-        Outcome.UNFINISHED: "未结束",
-        _REHEARSAL: "演练（假云，非实测）",
-    },
-    "en": {
-        Outcome.FAILED: "FAILED",
-        Outcome.TIMED_OUT: "TIMED OUT",
-        Outcome.CANCELLED: "CANCELLED",
-        Outcome.UNFINISHED: "UNFINISHED",
-        _REHEARSAL: "REHEARSAL (fake cloud, not a measurement)",
-    },
-}
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.replace("\\|", "|").split()).casefold()
-
-
-_MY_RUNS_TITLES = frozenset({_norm(_ZH.my_runs), _norm(_EN.my_runs)})
-_EXTRA_ALIASES = (
-    "step time=step_time|tflop/s/device=tflops_device|tflop/s/chip=tflops_chip|loss=loss"
-    "|final loss=loss|notes=note|configuration=config|topology=topology|拓扑=topology"
-    "|chips=chips|run=run_id|run id=run_id"
-)
-_COLUMN_ALIASES: dict[str, str] = {
-    **{
-        _norm(h): key
-        for lab in (_ZH, _EN)
-        for h, key in zip(_split(lab.runs_header), _split(_COLUMNS), strict=True)
-    },
-    **dict(pair.split("=") for pair in _split(_EXTRA_ALIASES)),
-}
-
-
-def marker(run_id: str) -> str:
-    """The invisible comment that identifies a run's row and section in a README."""
-    return f"<!-- tpu-trainer run {run_id} -->"
 
 
 def update_readme(
@@ -167,18 +81,18 @@ def update_readme(
     lock is taken in ``lock_dir`` (default: the run store's ``locks/`` folder).
     Returns False when the run was already recorded (the file is then left untouched).
     """
-    if lang not in _LABELS:
+    if lang not in LABELS:
         raise InputError(
-            f"unknown README language {lang!r}", fix=f"use one of: {', '.join(_LABELS)}"
+            f"unknown README language {lang!r}", fix=f"use one of: {', '.join(LABELS)}"
         )
     check_writable(path, run.run_id)
     links = [_relative_link(p, path) for p in plots]
     lock = lock_path(path, lock_dir)
     try:
-        with FileLock(lock, timeout=lock_timeout):
+        with file_lock(lock, timeout=lock_timeout):
             check_writable(path, run.run_id)
             return _update_locked(path, run, lang, links)
-    except Timeout as exc:
+    except LockTimeout as exc:
         raise TpuTrainerError(
             f"another process has held the lock on {path} for over {lock_timeout:.0f}s",
             fix=f"wait for it to finish; if none is running, delete {lock}",
@@ -229,9 +143,9 @@ def lock_path(path: Path, lock_dir: Path | None = None) -> Path:
     """The lock file serializing writers of the README at ``path``: one per resolved path, in
     ``lock_dir`` (default: the run store's ``locks/`` folder), never beside the README."""
     if lock_dir is None:
-        from tpu_trainer.store.db import default_path
+        from tpu_trainer.store.file import default_path, locks_dir
 
-        lock_dir = default_path().parent / "locks"
+        lock_dir = locks_dir(default_path())
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -246,7 +160,7 @@ def lock_path(path: Path, lock_dir: Path | None = None) -> Path:
 
 def _update_locked(path: Path, run: RunReport, lang: Lang, links: list[str]) -> bool:
     if not path.exists():
-        atomic_write_bytes(path, render_readme(run, lang=lang, plot_links=links).encode())
+        atomic_write(path, render_readme(run, lang=lang, plot_links=links).encode())
         return True
     data = path.read_bytes()
     try:
@@ -259,24 +173,8 @@ def _update_locked(path: Path, run: RunReport, lang: Lang, links: list[str]) -> 
     new = add_run(text, run, lang=lang, plot_links=links)
     if new is None:
         return False
-    atomic_write_bytes(path, new.encode("utf-8"))
+    atomic_write(path, new.encode("utf-8"))
     return True
-
-
-def render_readme(run: RunReport, *, lang: Lang = "zh", plot_links: Sequence[str] = ()) -> str:
-    """A new README holding just ``run``."""
-    lab = _LABELS[lang]
-    rows = _split(lab.overview_rows)
-    framework = f"{run.framework} ({run.framework_version})".removesuffix(" ()")
-    values = (run.model, run.params, run.hardware, framework, *(v for _, v in _versions(run)[1:]))
-    overview = [(name, value or "—") for name, value in zip(rows[2:], values, strict=True)]
-    return (
-        f"# {lab.title.format(model=_inline(run.model))}\n\n"
-        f"## {lab.overview}\n\n{_table(rows[:2], overview)}\n"
-        f"## {lab.results}\n\n### {lab.my_runs}\n\n"
-        f"{_runs_table(run, lab)}\n"
-        f"{_section(run, lab, plot_links)}"
-    )
 
 
 def add_run(
@@ -285,49 +183,33 @@ def add_run(
     """``text`` with ``run``'s row and section added, or None when it is already there."""
     if marker(run.run_id) in text:
         return None
-    lab = _LABELS[lang]
+    lab = LABELS[lang]
     nl = "\r\n" if "\r\n" in text else "\n"
     if not text.strip():
         return text + render_readme(run, lang=lang, plot_links=plot_links).replace("\n", nl)
     lines = _split_lines(text)
     found = _find_runs_table(lines)
     if found is None:
-        block = f"## {lab.results}\n\n### {lab.my_runs}\n\n{_runs_table(run, lab)}\n"
+        block = f"## {lab.results}\n\n### {lab.my_runs}\n\n{runs_table(run, lab)}\n"
         text = _append(text, block.replace("\n", nl), nl)
     else:
         text = _insert_row(lines, *found, run, lab, nl)
-    return _append(text, _section(run, lab, plot_links).replace("\n", nl), nl)
+    return _append(text, run_section(run, lab, plot_links).replace("\n", nl), nl)
 
 
 def _insert_row(
-    lines: list[str], at: int, header: list[str] | None, run: RunReport, lab: _Labels, nl: str
+    lines: list[str], at: int, header: list[str] | None, run: RunReport, lab: Labels, nl: str
 ) -> str:
     """The lines with the run's row inserted before line ``at`` (a new table if no header)."""
     if header is not None:
-        insert = _row(_run_cells(run, header, lab))
+        insert = table_row(run_cells(run, header, lab))
     else:
-        insert = "\n" + _runs_table(run, lab)
+        insert = "\n" + runs_table(run, lab)
         if at < len(lines) and lines[at].strip():
             insert += "\n"
     if at > 0 and not lines[at - 1].endswith("\n"):
         insert = "\n" + insert
     return "".join([*lines[:at], insert.replace("\n", nl), *lines[at:]])
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one step (a temporary file in the same folder)."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).chmod(mode)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # -- finding the "my runs" table ------------------------------------------------------------
@@ -373,7 +255,7 @@ def _find_runs_table(lines: Sequence[str]) -> tuple[int, list[str] | None] | Non
     code = _code_lines(lines)
     for start, line in enumerate(lines):
         head = None if code[start] else _heading(line)
-        if head is None or _norm(head[1]) not in _MY_RUNS_TITLES:
+        if head is None or norm(head[1]) not in MY_RUNS_TITLES:
             continue
         for i in range(start + 1, len(lines)):
             sub = None if code[i] else _heading(lines[i])
@@ -411,9 +293,6 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in _CELL_SPLIT.split(body)]
 
 
-# -- rendering ------------------------------------------------------------------------------
-
-
 def _append(text: str, block: str, nl: str) -> str:
     """``text`` followed by a blank line and ``block``."""
     if not text:
@@ -423,135 +302,6 @@ def _append(text: str, block: str, nl: str) -> str:
     if not text.endswith(nl + nl) and text.strip():
         text += nl
     return text + block
-
-
-def _inline(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _cell(text: str) -> str:
-    return _inline(text).replace("|", "\\|")
-
-
-def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |\n"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    delimiter = "|" + "|".join("-" * max(3, _width(h) + 2) for h in header) + "|\n"
-    return _row(header) + delimiter + "".join(_row(r) for r in rows)
-
-
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a monospaced editor (CJK characters take two)."""
-    return sum(2 if east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _runs_table(run: RunReport, lab: _Labels) -> str:
-    header = _split(lab.runs_header)
-    return _table(header, [_run_cells(run, header, lab)])
-
-
-def _num(value: float, digits: int) -> str:
-    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
-
-
-def _marks(run: RunReport, lab: _Labels) -> str:
-    """What the run was, when it is not a successful measurement ("FAILED · REHEARSAL ...")."""
-    marks = _MARKS[lab.code]
-    found = [marks[run.outcome]] if run.outcome is not Outcome.SUCCEEDED else []
-    return " · ".join([*found, *([marks[_REHEARSAL]] if run.rehearsal else [])])
-
-
-def _run_cells(run: RunReport, header: Sequence[str], lab: _Labels) -> list[str]:
-    marks = _marks(run, lab)
-    note = "; ".join(n for n in (f"**{marks}**" if marks else "", run.note) if n)
-    values = {
-        "date": run.date,
-        "config": _cell(run.config_name),
-        "precision": _cell(run.precision),
-        "step_time": _num(run.steady_step_seconds, 2),
-        "tflops_device": _num(run.steady_tflops_device, 1),
-        "tflops_chip": _num(run.steady_tflops_chip, 1),
-        "tokens_chip": _num(run.steady_tokens_chip, 1),
-        "loss": _num(run.final_loss, 3),
-        "note": _cell(note),
-        "topology": _cell(run.topology),
-        "chips": str(run.chips),
-        "run_id": run.run_id,
-    }
-    keys = [_COLUMN_ALIASES.get(_norm(h), "") for h in header]
-    cells = [values.get(key, "") for key in keys] or [""]
-    if marks and "note" not in keys:
-        cells[-1] = f"**{marks}** {cells[-1]}".rstrip()
-    cells[-1] = f"{cells[-1]} {marker(run.run_id)}".lstrip()
-    return cells
-
-
-def _steps_label(run: RunReport) -> str:
-    chosen = sorted(set(run.steady_steps))
-    if not chosen:
-        return ""
-    last = max((s.step for s in run.steps), default=chosen[-1])
-    if chosen == list(range(chosen[0], chosen[-1] + 1)):
-        if chosen[-1] >= last:
-            return f"{chosen[0]}+"
-        return f"{chosen[0]}–{chosen[-1]}"
-    return ", ".join(str(s) for s in chosen)
-
-
-def _section(run: RunReport, lab: _Labels, plot_links: Sequence[str]) -> str:
-    heading = lab.log_heading.format(topology=_inline(run.topology), date=run.date)
-    marks = _marks(run, lab)
-    heading += f" — {marks}" if marks else ""
-    rows = [_step_cells(s) for s in run.steps]
-    steps = _steps_label(run)
-    steady = lab.steady.format(steps=steps) if steps else lab.steady.split(" (")[0]
-    drop = run.loss_drop_percent
-    facts = [
-        f"`{run.run_id}`",
-        f"`{_inline(run.config_name)}`",
-        f"{run.chips} chips ({_inline(run.device_type)})",
-        *(_inline(f"{name} {version}") for name, version in _versions(run) if version),
-    ]
-    parts = [
-        f"### {heading}\n{marker(run.run_id)}\n\n",
-        _table(_split(lab.steps_header), rows) if rows else f"{lab.no_steps}\n",
-        "\n",
-        f"- **{steady}**: ~{_num(run.steady_step_seconds, 2)} s/step, "
-        f"~{_num(run.steady_tflops_chip, 1)} TFLOP/s/chip, "
-        f"~{_num(run.steady_tokens_chip, 1)} Tokens/s/chip\n",
-        f"- **{lab.loss_drop}**: {_num(run.loss_first, 3)} → {_num(run.loss_last, 3)} "
-        f"({'n/a' if drop is None else _num(drop, 1) + '%'})\n",
-        f"- **{lab.run}**: {' · '.join(facts)}\n",
-        *(f"\n![{_alt(link)}]({link})\n" for link in plot_links),
-    ]
-    return "".join(parts)
-
-
-def _versions(run: RunReport) -> tuple[tuple[str, str], ...]:
-    """The framework, JAX, libtpu and XPK versions the run used."""
-    return (
-        (run.framework, run.framework_version),
-        ("JAX", run.jax_version),
-        ("libtpu", run.libtpu_version),
-        ("XPK", run.xpk_version),
-    )
-
-
-def _step_cells(s: StepRow) -> tuple[str, ...]:
-    return (
-        str(s.step),
-        _num(s.seconds, 2),
-        _num(s.tflops_device, 1),
-        _num(s.tflops_chip, 1),
-        _num(s.tokens_chip, 1),
-        _num(s.loss, 3),
-    )
-
-
-def _alt(link: str) -> str:
-    return unquote(link.rsplit("/", 1)[-1].rsplit(".", 1)[0])
 
 
 def _relative_link(plot: Path, readme: Path) -> str:

@@ -123,11 +123,11 @@ def install(
     spec: RuntimeSpec, runner: CommandRunner, progress: Progress, env: dict[str, str] | None = None
 ) -> Path:
     """Create the runtime if it is not there yet; returns its python. Safe to call concurrently."""
-    from filelock import FileLock
+    from tpu_trainer.infra.files import file_lock
 
     target = runtime_dir(spec, env)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock", timeout=3600):
+    with file_lock(str(target) + ".lock", timeout=3600):
         if is_installed(spec, env):
             return runtime_python(spec, env)
         python = find_python(spec.python, env)

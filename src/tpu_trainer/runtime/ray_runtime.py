@@ -66,13 +66,13 @@ def install_ray(
 ) -> Path:
     """Make the Ray runtime (and the MaxText runtime under it) when missing; returns its python.
     Safe to call concurrently: the second caller waits for the first and reuses its work."""
-    from filelock import FileLock
+    from tpu_trainer.infra.files import file_lock
 
     install(MAXTEXT, runner, progress, env)
     base_site = site_packages(runtime_dir(MAXTEXT, env))
     target = runtime_dir(RAY, env)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock", timeout=INSTALL_TIMEOUT_S):
+    with file_lock(str(target) + ".lock", timeout=INSTALL_TIMEOUT_S):
         if is_installed(RAY, env) and _layer_intact(target, base_site):
             return runtime_python(RAY, env)
         python = find_python(RAY.python, env)

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from tpu_trainer.frameworks.maxtext.log import ParsedLog, StartupSummary, StepRecord
+from tpu_trainer.metrics.records import ParsedLog, StartupSummary, StepRecord
 
 MAX_DICT_CHARS = 20_000
 """Longer candidates are not parsed (a log dict is a few hundred characters)."""

@@ -37,12 +37,12 @@ def _wheel_configs(env: dict[str, str] | None) -> Path:
 
 
 def _fetch_wheel_configs(env: dict[str, str] | None) -> Path:
-    from filelock import FileLock
+    from tpu_trainer.infra.files import file_lock
 
     target = _wheel_configs(env)
     root = target.parent.parent
     root.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root) + ".lock", timeout=600):
+    with file_lock(str(root) + ".lock", timeout=600):
         if (target / "base.yml").is_file():
             return target
         download = root.with_name(root.name + ".download")

@@ -22,7 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpu_trainer.frameworks.maxtext.log import (
+from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile, render_grpo_config
+from tpu_trainer.frameworks.tunix.config import with_profile as _with_profile
+from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
+from tpu_trainer.infra.runner import CommandRunner
+from tpu_trainer.metrics.records import (
     FactKind,
     ParsedLog,
     StartupFact,
@@ -31,10 +35,6 @@ from tpu_trainer.frameworks.maxtext.log import (
     elapsed,
     summarize_startup,
 )
-from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile, render_grpo_config
-from tpu_trainer.frameworks.tunix.config import with_profile as _with_profile
-from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
-from tpu_trainer.infra.runner import CommandRunner
 
 TUNIX_VERSION = "0.1.7"
 CONFIG_FILE = "grpo.yaml"

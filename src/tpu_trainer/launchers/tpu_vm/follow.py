@@ -17,9 +17,9 @@ from pathlib import Path
 from tpu_trainer.app.display import Display
 from tpu_trainer.frameworks.hf import log as hf_transformers
 from tpu_trainer.frameworks.maxtext import log as maxtext_log
-from tpu_trainer.frameworks.maxtext.log import ParsedLog, StepRecord
 from tpu_trainer.frameworks.tunix import program as tunix
 from tpu_trainer.frameworks.vm_program import LogFormat
+from tpu_trainer.metrics.records import ParsedLog, StepRecord
 from tpu_trainer.plan.diagnose import LiveScanner, Match
 
 LogReader = Callable[[Iterable[str]], ParsedLog]

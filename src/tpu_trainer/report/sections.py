@@ -1,0 +1,272 @@
+"""The text a run adds to a README: its row in the "my runs" table, its detailed section, and
+a whole new README holding just the run; in Chinese or English (``--lang``).
+
+Each run's row and section carry an invisible marker, ``<!-- tpu-trainer run <run_id> -->``
+(:func:`marker`). Numbers a run lacks are written ``n/a``. Where the text goes in an existing
+README, and how it is written, is :mod:`tpu_trainer.report.readme`'s business.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+from unicodedata import east_asian_width
+from urllib.parse import unquote
+
+from tpu_trainer.report.model import Outcome, ReportLang, RunReport, step_figures
+from tpu_trainer.store.steps import StepRow
+
+Lang = Literal["zh", "en"]
+
+_COLUMNS = "date|config|precision|step_time|tflops_device|tflops_chip|tokens_chip|loss|note"
+
+
+def _split(cells: str) -> tuple[str, ...]:
+    return tuple(cells.split("|"))
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    code: str
+    title: str
+    overview: str
+    overview_rows: str
+    """Item, value, then model, params, hardware, framework, JAX, libtpu, XPK."""
+    results: str
+    my_runs: str
+    runs_header: str
+    """One per entry of ``_COLUMNS``."""
+    log_heading: str
+    steps_header: str
+    steady: str
+    loss_drop: str
+    run: str
+    no_steps: str
+
+
+_ZH = Labels(
+    code="zh",
+    title="{model} 训练测试记录",
+    overview="模型概况",
+    overview_rows="项目|值|模型|总参数量|硬件|框架|JAX|Libtpu|XPK",
+    results="测试结果",
+    my_runs="我的测试记录",
+    runs_header="日期|配置|Precision|Step Time (s)|TFLOPs/s/device|TFLOPs/s/chip|Tokens/s/chip"
+    "|Loss (final)|备注",
+    log_heading="详细训练日志 - {topology} ({date})",
+    steps_header="Step|耗时 (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
+    steady="稳态性能 (Step {steps})",
+    loss_drop="Loss 下降",
+    run="运行",
+    no_steps="（没有逐步指标）",
+)
+_EN = Labels(
+    code="en",
+    title="{model} training record",
+    overview="Model overview",
+    overview_rows="Item|Value|Model|Total parameters|Hardware|Framework|JAX|Libtpu|XPK",
+    results="Results",
+    my_runs="My runs",
+    runs_header="Date|Config|Precision|Step Time (s)|TFLOPs/s/device|TFLOPs/s/chip|Tokens/s/chip"
+    "|Loss (final)|Note",
+    log_heading="Training log - {topology} ({date})",
+    steps_header="Step|Time (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
+    steady="Steady state (step {steps})",
+    loss_drop="Loss drop",
+    run="Run",
+    no_steps="(no per-step metrics)",
+)
+LABELS: dict[str, Labels] = {ReportLang.ZH: _ZH, ReportLang.EN: _EN}
+_REHEARSAL = "rehearsal"
+_MARKS: dict[str, dict[str, str]] = {
+    "zh": {
+        Outcome.FAILED: "失败",
+        Outcome.TIMED_OUT: "超时",
+        Outcome.CANCELLED: "已取消",
+        Outcome.UNFINISHED: "未结束",
+        _REHEARSAL: "演练（假云，非实测）",
+    },
+    "en": {
+        Outcome.FAILED: "FAILED",
+        Outcome.TIMED_OUT: "TIMED OUT",
+        Outcome.CANCELLED: "CANCELLED",
+        Outcome.UNFINISHED: "UNFINISHED",
+        _REHEARSAL: "REHEARSAL (fake cloud, not a measurement)",
+    },
+}
+
+
+def norm(text: str) -> str:
+    return " ".join(text.replace("\\|", "|").split()).casefold()
+
+
+MY_RUNS_TITLES = frozenset({norm(_ZH.my_runs), norm(_EN.my_runs)})
+_EXTRA_ALIASES = (
+    "step time=step_time|tflop/s/device=tflops_device|tflop/s/chip=tflops_chip|loss=loss"
+    "|final loss=loss|notes=note|configuration=config|topology=topology|拓扑=topology"
+    "|chips=chips|run=run_id|run id=run_id"
+)
+_COLUMN_ALIASES: dict[str, str] = {
+    **{
+        norm(h): key
+        for lab in (_ZH, _EN)
+        for h, key in zip(_split(lab.runs_header), _split(_COLUMNS), strict=True)
+    },
+    **dict(pair.split("=") for pair in _split(_EXTRA_ALIASES)),
+}
+
+
+def marker(run_id: str) -> str:
+    """The invisible comment that identifies a run's row and section in a README."""
+    return f"<!-- tpu-trainer run {run_id} -->"
+
+
+def render_readme(run: RunReport, *, lang: Lang = "zh", plot_links: Sequence[str] = ()) -> str:
+    """A new README holding just ``run``."""
+    lab = LABELS[lang]
+    rows = _split(lab.overview_rows)
+    framework = f"{run.framework} ({run.framework_version})".removesuffix(" ()")
+    values = (run.model, run.params, run.hardware, framework, *(v for _, v in _versions(run)[1:]))
+    overview = [(name, value or "—") for name, value in zip(rows[2:], values, strict=True)]
+    return (
+        f"# {lab.title.format(model=_inline(run.model))}\n\n"
+        f"## {lab.overview}\n\n{_table(rows[:2], overview)}\n"
+        f"## {lab.results}\n\n### {lab.my_runs}\n\n"
+        f"{runs_table(run, lab)}\n"
+        f"{run_section(run, lab, plot_links)}"
+    )
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def _inline(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cell(text: str) -> str:
+    return _inline(text).replace("|", "\\|")
+
+
+def table_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |\n"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    delimiter = "|" + "|".join("-" * max(3, _width(h) + 2) for h in header) + "|\n"
+    return table_row(header) + delimiter + "".join(table_row(r) for r in rows)
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced editor (CJK characters take two)."""
+    return sum(2 if east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def runs_table(run: RunReport, lab: Labels) -> str:
+    header = _split(lab.runs_header)
+    return _table(header, [run_cells(run, header, lab)])
+
+
+def _num(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
+
+
+def _marks(run: RunReport, lab: Labels) -> str:
+    """What the run was, when it is not a successful measurement ("FAILED · REHEARSAL ...")."""
+    marks = _MARKS[lab.code]
+    found = [marks[run.outcome]] if run.outcome is not Outcome.SUCCEEDED else []
+    return " · ".join([*found, *([marks[_REHEARSAL]] if run.rehearsal else [])])
+
+
+def run_cells(run: RunReport, header: Sequence[str], lab: Labels) -> list[str]:
+    marks = _marks(run, lab)
+    note = "; ".join(n for n in (f"**{marks}**" if marks else "", run.note) if n)
+    values = {
+        "date": run.date,
+        "config": _cell(run.config_name),
+        "precision": _cell(run.precision),
+        "step_time": _num(run.steady_step_seconds, 2),
+        "tflops_device": _num(run.steady_tflops_device, 1),
+        "tflops_chip": _num(run.steady_tflops_chip, 1),
+        "tokens_chip": _num(run.steady_tokens_chip, 1),
+        "loss": _num(run.final_loss, 3),
+        "note": _cell(note),
+        "topology": _cell(run.topology),
+        "chips": str(run.chips),
+        "run_id": run.run_id,
+    }
+    keys = [_COLUMN_ALIASES.get(norm(h), "") for h in header]
+    cells = [values.get(key, "") for key in keys] or [""]
+    if marks and "note" not in keys:
+        cells[-1] = f"**{marks}** {cells[-1]}".rstrip()
+    cells[-1] = f"{cells[-1]} {marker(run.run_id)}".lstrip()
+    return cells
+
+
+def _steps_label(run: RunReport) -> str:
+    chosen = sorted(set(run.steady_steps))
+    if not chosen:
+        return ""
+    last = max((s.step for s in run.steps), default=chosen[-1])
+    if chosen == list(range(chosen[0], chosen[-1] + 1)):
+        if chosen[-1] >= last:
+            return f"{chosen[0]}+"
+        return f"{chosen[0]}–{chosen[-1]}"
+    return ", ".join(str(s) for s in chosen)
+
+
+def run_section(run: RunReport, lab: Labels, plot_links: Sequence[str]) -> str:
+    heading = lab.log_heading.format(topology=_inline(run.topology), date=run.date)
+    marks = _marks(run, lab)
+    heading += f" — {marks}" if marks else ""
+    rows = [_step_cells(s) for s in run.steps]
+    steps = _steps_label(run)
+    steady = lab.steady.format(steps=steps) if steps else lab.steady.split(" (")[0]
+    drop = run.loss_drop_percent
+    facts = [
+        f"`{run.run_id}`",
+        f"`{_inline(run.config_name)}`",
+        f"{run.chips} chips ({_inline(run.device_type)})",
+        *(_inline(f"{name} {version}") for name, version in _versions(run) if version),
+    ]
+    parts = [
+        f"### {heading}\n{marker(run.run_id)}\n\n",
+        _table(_split(lab.steps_header), rows) if rows else f"{lab.no_steps}\n",
+        "\n",
+        f"- **{steady}**: ~{_num(run.steady_step_seconds, 2)} s/step, "
+        f"~{_num(run.steady_tflops_chip, 1)} TFLOP/s/chip, "
+        f"~{_num(run.steady_tokens_chip, 1)} Tokens/s/chip\n",
+        f"- **{lab.loss_drop}**: {_num(run.loss_first, 3)} → {_num(run.loss_last, 3)} "
+        f"({'n/a' if drop is None else _num(drop, 1) + '%'})\n",
+        f"- **{lab.run}**: {' · '.join(facts)}\n",
+        *(f"\n![{_alt(link)}]({link})\n" for link in plot_links),
+    ]
+    return "".join(parts)
+
+
+def _versions(run: RunReport) -> tuple[tuple[str, str], ...]:
+    """The framework, JAX, libtpu and XPK versions the run used."""
+    return (
+        (run.framework, run.framework_version),
+        ("JAX", run.jax_version),
+        ("libtpu", run.libtpu_version),
+        ("XPK", run.xpk_version),
+    )
+
+
+def _step_cells(s: StepRow) -> tuple[str, ...]:
+    tflops_device, tflops_chip, tokens_chip, loss = step_figures(s)
+    return (
+        str(s.step),
+        _num(s.seconds, 2),
+        _num(tflops_device, 1),
+        _num(tflops_chip, 1),
+        _num(tokens_chip, 1),
+        _num(loss, 3),
+    )
+
+
+def _alt(link: str) -> str:
+    return unquote(link.rsplit("/", 1)[-1].rsplit(".", 1)[0])

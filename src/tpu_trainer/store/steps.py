@@ -1,0 +1,121 @@
+"""One training step as the summary computes it, the run store keeps it and the README shows it.
+
+:class:`StepRow` is the one per-step row: ``metrics.summary`` derives it from a log's
+``StepRecord`` (adding per-chip figures and why a step is not steady), the store saves and
+loads it (:func:`to_columns` / :func:`from_columns`, the ``steps`` table), and ``report``
+renders it. It lives here, in the lowest layer that uses it, so that the store and the report
+need nothing from the layers above them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tpu_trainer.store.file import StoreFile
+
+_COLUMNS = ("step", "seconds", "tflops_device", "tokens_device", "total_weights", "loss")
+"""The ``steps`` table's figure columns, in table order; anything else goes to ``extra``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRow:
+    """One step as reported, with per-chip figures and whether it counts as steady."""
+
+    step: int
+    seconds: float
+    tflops_per_device: float | None
+    tflops_per_chip: float | None
+    """TFLOP/s/device × JAX devices per chip (2 on TPU v7: two TensorCores per chip)."""
+    tokens_per_device: float | None
+    tokens_per_chip: float | None
+    total_weights: float | None
+    loss: float | None
+    excluded: str | None = None
+    """Why the step is not in the steady state; None when it is."""
+
+
+def to_columns(row: StepRow) -> dict[str, Any]:
+    """``row`` as the store's ``steps`` table holds it (per-device figures; ``excluded`` in
+    ``extra``)."""
+    return {
+        "step": row.step,
+        "seconds": row.seconds,
+        "tflops_device": row.tflops_per_device,
+        "tokens_device": row.tokens_per_device,
+        "total_weights": row.total_weights,
+        "loss": row.loss,
+        "excluded": row.excluded,
+    }
+
+
+def from_columns(columns: Mapping[str, Any], jax_devices_per_chip: int) -> StepRow:
+    """A row of the ``steps`` table (:func:`to_columns`) as a :class:`StepRow`; per-chip figures
+    are the per-device ones × ``jax_devices_per_chip``."""
+
+    def figure(key: str) -> float | None:
+        value = columns.get(key)
+        return None if value is None else float(value)
+
+    tflops, tokens = figure("tflops_device"), figure("tokens_device")
+    excluded = columns.get("excluded")
+    return StepRow(
+        step=int(columns["step"]),
+        seconds=float(columns["seconds"]),
+        tflops_per_device=tflops,
+        tflops_per_chip=None if tflops is None else tflops * jax_devices_per_chip,
+        tokens_per_device=tokens,
+        tokens_per_chip=None if tokens is None else tokens * jax_devices_per_chip,
+        total_weights=figure("total_weights"),
+        loss=figure("loss"),
+        excluded=None if excluded is None else str(excluded),
+    )
+
+
+class StepsTable(StoreFile):
+    """The ``steps`` table and a run's figures (``runs.metrics_json``)."""
+
+    def record_steps(self, run_id: str, steps: Sequence[StepRow | Mapping[str, Any]]) -> None:
+        """Store step rows (or their columns: ``step``, ``seconds``, ``tflops_device``,
+        ``tokens_device``, ``total_weights``, ``loss``, anything else into ``extra``); a step
+        seen again replaces the earlier record."""
+        with self._tx() as db:
+            for step in steps:
+                rec = to_columns(step) if isinstance(step, StepRow) else step
+                extra = {k: v for k, v in rec.items() if k not in _COLUMNS}
+                db.execute(
+                    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?)",
+                    (run_id, *(rec.get(k) for k in _COLUMNS), json.dumps(extra)),
+                )
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's steps as their columns, by step (what ``show --json`` prints)."""
+        rows = self._db.execute(
+            "SELECT step, seconds, tflops_device, tokens_device, total_weights, loss, extra "
+            "FROM steps WHERE run_id = ? ORDER BY step",
+            (run_id,),
+        ).fetchall()
+        return [
+            {**dict(zip(_COLUMNS, r[:6], strict=True)), **json.loads(r[6] or "{}")} for r in rows
+        ]
+
+    def step_rows(self, run_id: str) -> list[StepRow]:
+        """A run's steps as :class:`StepRow`, by step; per-chip figures use the JAX devices
+        per chip of its stored figures (1 without them)."""
+        per_chip = (self.metrics(run_id) or {}).get("jax_devices_per_chip")
+        devices = per_chip if isinstance(per_chip, int) and per_chip > 0 else 1
+        return [from_columns(columns, devices) for columns in self.steps(run_id)]
+
+    def set_metrics(self, run_id: str, metrics: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET metrics_json = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(metrics), time.time(), run_id),
+            )
+
+    def metrics(self, run_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT metrics_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
