@@ -24,6 +24,7 @@ from tpu_trainer.checks.sharding_rules import (
 )
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
+from tpu_trainer.frameworks.maxtext.mesh_axes import MeshAxisName
 from tpu_trainer.frameworks.maxtext.model_shape import ModelShape
 from tpu_trainer.frameworks.maxtext.params import ParamSpec, model_params
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
@@ -55,7 +56,7 @@ model_dims = ModelShape.from_config
 """The model's shape read from an effective configuration."""
 
 
-WAY_AXES = ("data", "tensor", "expert")
+WAY_AXES = (MeshAxisName.DATA, MeshAxisName.TENSOR, MeshAxisName.EXPERT)
 """Axes a factor of an over-sharded axis can move to."""
 
 
@@ -87,7 +88,7 @@ def ways_out(setup: Setup, here: Verdict, configs: MaxTextConfigs) -> list[WayOu
     sources = sorted(
         (a for a in first.axes if here.ici.get(a, 1) > 1), key=lambda a: -here.ici.get(a, 1)
     )
-    targets = [t for t in WAY_AXES if t != "expert" or here.experts > 1]
+    targets = [t for t in WAY_AXES if t is not MeshAxisName.EXPERT or here.experts > 1]
     out = [w for t in targets if (w := _move_way(setup, here, sources, t, configs))]
     if sources:
         dcn = _dcn_way(setup, sources[0], here.ici[sources[0]], configs)

@@ -65,6 +65,7 @@ def load_memory_tables(text_: str, name: str = MEMORY_ESTIMATE_FILE) -> MemoryTa
     """Parse and check the document (every key present, of the right kind)."""
     doc = parse_mapping(text_, name)
     widths = mapping(name, doc, "dtype_bytes")
+    dtype_bytes = {k: integer(f"{name}: dtype_bytes", widths, k, minimum=1) for k in widths}
     saved = mapping(name, doc, "saved_on_device")
     saving = number(name, doc, "optimizer_offload_saving")
     if not 0 <= saving < 1:
@@ -73,7 +74,7 @@ def load_memory_tables(text_: str, name: str = MEMORY_ESTIMATE_FILE) -> MemoryTa
     if not isinstance(points, list) or not points:
         raise DataFileError(f"{name}: calibration must be a non-empty list of compiles")
     return MemoryTables(
-        dtype_bytes={k: integer(f"{name}: dtype_bytes", widths, k, minimum=1) for k in widths},
+        dtype_bytes=dtype_bytes,
         optimizer_offload_saving=saving,
         saved_on_device={k: string_set(f"{name}: saved_on_device", saved, k) for k in saved},
         calibration=tuple(_point(name, i, raw) for i, raw in enumerate(points)),
