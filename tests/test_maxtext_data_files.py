@@ -8,7 +8,7 @@ import pytest
 from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.catalog.data_file import DataFileError
 from tpu_trainer.catalog.tpu_kinds import load_tpu_kinds, tpu_kinds
-from tpu_trainer.frameworks.maxtext.compile_targets import compile_targets, load_compile_targets
+from tpu_trainer.frameworks.maxtext.compile_targets import compile_table, load_compile_targets
 from tpu_trainer.frameworks.maxtext.memory_tables import load_memory_tables, memory_tables
 from tpu_trainer.frameworks.maxtext.mesh_axes import MeshAxisName, setting_key
 from tpu_trainer.frameworks.maxtext.model_shape import ModelShape
@@ -24,7 +24,8 @@ pytestmark = pytest.mark.unit
 def test_packaged_files_load() -> None:
     assert tpu_kinds()[Family.V7].libtpu_prefix == "tpu7x"
     assert Family.CPU not in tpu_kinds()
-    assert compile_targets()[Family.V5P].platform == "v5"
+    assert compile_table().targets[Family.V5P].platform == "v5"
+    assert "steps" in compile_table().not_compiled
     assert pyconfig_keys().renames["lr"].targets == ("learning_rate",)
     assert scale_down_rules().cpu_attention == "dot_product"
     tables = memory_tables()

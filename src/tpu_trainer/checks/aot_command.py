@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.frameworks.maxtext.compile_targets import compile_targets
+from tpu_trainer.frameworks.maxtext.compile_targets import compile_table
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.slices import Slice
 
@@ -30,18 +30,9 @@ sys.argv = [_module, *sys.argv[3:]]
 runpy.run_module(_module, run_name="__main__", alter_sys=True)
 """
 
-_SET_HERE = frozenset(
-    {"run_name", "base_output_directory", "jax_cache_dir", "hardware", "log_config"}
-    | {"skip_jax_distributed_system", "compile_topology", "compile_topology_num_slices"}
-    | {"internal_compile", "internal_compile_num_devices", "compiled_trainstep_file"}
-    | {"profiler", "profiler_steps", "skip_first_n_steps_for_profiler"}
-    | {"profile_periodically_period", "upload_all_profiler_results"}
-)
+_SET_HERE = compile_table().set_by_the_check
 """Keys the check sets itself; the recipe's values (output buckets, profilers) are dropped."""
-_NOT_COMPILED = frozenset(
-    {"steps", "enable_checkpointing", "async_checkpointing", "checkpoint_period", "log_period"}
-    | {"dataset_path", "metrics_file", "gcs_metrics", "save_config_to_gcs", "tokenizer_path"}
-)
+_NOT_COMPILED = compile_table().not_compiled
 """Keys that do not change the compiled step (left out of the cache key, kept in the argv)."""
 
 
@@ -88,7 +79,7 @@ def compile_topology_args(slice_: Slice, num_slices: int = 1) -> list[str]:
     """``compile_topology=...`` and friends for ``slice_``: MaxText's name (``tpu7x-8``,
     ``tpu7x-256`` for 4x4x8, ``v6e-16``, ``v5p-128``) where it has one for this topology,
     else the topology through ``internal_compile`` (``tpu7x:4x4x16``)."""
-    names = compile_targets().get(slice_.family)
+    names = compile_table().targets.get(slice_.family)
     if names is None:
         raise AotUnavailableError(
             f"{slice_.accelerator.name} has no AOT compile target",

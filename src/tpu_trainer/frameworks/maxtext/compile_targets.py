@@ -1,4 +1,5 @@
-"""How MaxText names the AOT compile target of a TPU slice, from ``data/compile_targets.yaml``."""
+"""MaxText's AOT compile (``train_compile``): how it names the target of a TPU slice, and which
+keys the compile sets or ignores, from ``data/compile_targets.yaml``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tpu_trainer.catalog.data_file import (
     mapping,
     parse_mapping,
     read_packaged,
+    string_set,
     text,
 )
 
@@ -38,9 +40,19 @@ def _numbers(where: str, raw: Mapping[str, object]) -> frozenset[int]:
     return frozenset(integer(where, {"named_also": v}, "named_also", minimum=1) for v in value)
 
 
-def load_compile_targets(text_: str, name: str = COMPILE_TARGETS_FILE) -> dict[Family, TargetNames]:
-    """Parse and check a ``compile_targets:`` document (family → naming)."""
-    targets = mapping(name, parse_mapping(text_, name), "compile_targets")
+@dataclass(frozen=True, slots=True)
+class CompileTable:
+    targets: Mapping[Family, TargetNames]
+    set_by_the_check: frozenset[str]
+    """Keys the check sets itself; the recipe's values are dropped."""
+    not_compiled: frozenset[str]
+    """Keys that do not change the compiled step (left out of the cache key)."""
+
+
+def load_compile_targets(text_: str, name: str = COMPILE_TARGETS_FILE) -> CompileTable:
+    """Parse and check the document (family → naming, and the two key sets)."""
+    doc = parse_mapping(text_, name)
+    targets = mapping(name, doc, "compile_targets")
     out: dict[Family, TargetNames] = {}
     for family, raw in targets.items():
         where = f"{name}: compile_targets.{family}"
@@ -52,10 +64,12 @@ def load_compile_targets(text_: str, name: str = COMPILE_TARGETS_FILE) -> dict[F
             integer(where, raw, "named_up_to"),
             _numbers(where, raw),
         )
-    return out
+    return CompileTable(
+        out, string_set(name, doc, "set_by_the_check"), string_set(name, doc, "not_compiled")
+    )
 
 
 @functools.cache
-def compile_targets() -> Mapping[Family, TargetNames]:
+def compile_table() -> CompileTable:
     """The packaged table, read and checked on first use."""
     return load_compile_targets(read_packaged(__package__ or "", COMPILE_TARGETS_FILE))

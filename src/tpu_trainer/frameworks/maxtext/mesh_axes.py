@@ -25,22 +25,8 @@ class MeshAxisName(StrEnum):
     AUTOREGRESSIVE = "autoregressive"
 
 
-AXIS_SETTINGS: Mapping[MeshAxisName, str] = {
-    MeshAxisName.DILOCO: "diloco",
-    MeshAxisName.DATA: "data",
-    MeshAxisName.STAGE: "pipeline",
-    MeshAxisName.FSDP: "fsdp",
-    MeshAxisName.FSDP_TRANSPOSE: "fsdp_transpose",
-    MeshAxisName.SEQUENCE: "sequence",
-    MeshAxisName.CONTEXT: "context",
-    MeshAxisName.CONTEXT_USP_ULYSSES: "context_usp_ulysses",
-    MeshAxisName.CONTEXT_AUTOREGRESSIVE: "context_autoregressive",
-    MeshAxisName.TENSOR: "tensor",
-    MeshAxisName.TENSOR_SEQUENCE: "tensor_sequence",
-    MeshAxisName.MODEL: "tensor",
-    MeshAxisName.EXPERT: "expert",
-    MeshAxisName.AUTOREGRESSIVE: "autoregressive",
-}
+_OTHER_STEMS = {MeshAxisName.STAGE: "pipeline", MeshAxisName.MODEL: "tensor"}
+AXIS_SETTINGS: Mapping[MeshAxisName, str] = {a: _OTHER_STEMS.get(a, a.value) for a in MeshAxisName}
 """Mesh axis → the stem of its ``ici_<stem>_parallelism``/``dcn_<stem>_parallelism`` settings
 (MaxText 0.2.5's table). Axes not listed (``attn_dp``, ``dcp``, ...) are always 1."""
 
