@@ -9,10 +9,10 @@ from pathlib import Path
 
 from tpu_trainer.config.load import load_config
 from tpu_trainer.config.model import EMPTY, Config
-from tpu_trainer.errors import InputError
 from tpu_trainer.plan.plan import Plan, PlanOptions, build_plan
+from tpu_trainer.recipes.read import read_recipe_file
 from tpu_trainer.recipes.reader import parse_recipe
-from tpu_trainer.recipes.resolve import Filters, RecipeRef, resolve
+from tpu_trainer.recipes.resolve import Filters, resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +34,6 @@ def current_user(env: dict[str, str] | None = None) -> str:
         return getpass.getuser()
     except (OSError, KeyError):
         return f"uid{os.getuid()}"
-
-
-def read_recipe_file(ref: RecipeRef) -> str:
-    try:
-        return ref.script.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(
-            f"{ref.script} is not UTF-8 text", fix="is this a recipe script?"
-        ) from None
-    except OSError as e:
-        raise InputError(
-            f"{ref.script}: cannot read ({e.strerror})", fix="check permissions"
-        ) from None
 
 
 def plan_request(request: Request, opts: PlanOptions) -> Plan:

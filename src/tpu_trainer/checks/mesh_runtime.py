@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpu_trainer.checks import mesh
+from tpu_trainer.catalog.tpu_kinds import tpu_kinds
+from tpu_trainer.checks import mesh_mapping, mesh_resolve
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
@@ -54,7 +55,7 @@ class JaxTopology:
 
 def topology_case(slice_: Slice, shapes: Sequence[Sequence[int]]) -> dict[str, Any]:
     """The probe's description of one slice (libtpu's names, as MaxText's AOT path gives them)."""
-    kind = mesh.TPU_KINDS.get(slice_.family)
+    kind = tpu_kinds().get(slice_.family)
     if kind is None:
         raise TpuTrainerError(
             f"{slice_.device_type} has no TPU topology for JAX to build",
@@ -109,7 +110,7 @@ def check_mesh_with_jax(
 ) -> list[Finding]:
     """``mesh-mapping (JAX)``: JAX's verdict on the command's ICI mesh, with proposals JAX
     accepted, and a warning if the pure prediction disagrees with JAX."""
-    physical = mesh.physical_mesh(request.slice)
+    physical = mesh_mapping.physical_mesh(request.slice)
     if physical is None:
         return []
     if not is_installed(MAXTEXT):
@@ -123,19 +124,21 @@ def check_mesh_with_jax(
         ]
     try:
         configs = configs or MaxTextConfigs.load()
-        effective = mesh.with_custom_mesh(configs, configs.effective(request.args))
-        resolved = mesh.resolve_mesh(effective, request.devices_per_slice, request.num_slices)
+        effective = mesh_resolve.with_custom_mesh(configs, configs.effective(request.args))
+        resolved = mesh_resolve.resolve_mesh(
+            effective, request.devices_per_slice, request.num_slices
+        )
     except TpuTrainerError:
         return []  # the fast checks report unresolvable settings and unknown models
-    target = mesh.mesh_target(request.slice, effective)
-    wanted = mesh.raw_settings(effective, "ici")
+    target = mesh_mapping.mesh_target(request.slice, effective)
+    wanted = mesh_resolve.raw_settings(effective, "ici")
     predicted = target.maps(resolved.ici_shape)
     failing = (
         resolved.axes[predicted.failed_index].ici_key
         if predicted is not None and predicted.failed_index is not None
         else None
     )
-    proposals = mesh.propose_ici(resolved.names, wanted, target, failing=failing, limit=5)
+    proposals = mesh_mapping.propose_ici(resolved.names, wanted, target, failing=failing, limit=5)
     shapes = [resolved.ici_shape] + [_shape(resolved, p) for p in proposals]
     started = time.perf_counter()
     try:
@@ -146,13 +149,13 @@ def check_mesh_with_jax(
     return jax_findings(resolved, target, answer, proposals, seconds)
 
 
-def _shape(resolved: mesh.ResolvedMesh, choice: Mapping[str, int]) -> tuple[int, ...]:
+def _shape(resolved: mesh_resolve.ResolvedMesh, choice: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(choice.get(a.ici_key or "", 1) for a in resolved.axes)
 
 
 def jax_findings(
-    resolved: mesh.ResolvedMesh,
-    target: mesh.MeshTarget,
+    resolved: mesh_resolve.ResolvedMesh,
+    target: mesh_mapping.MeshTarget,
     answer: JaxTopology,
     proposals: Sequence[Mapping[str, int]],
     seconds: float,
@@ -180,7 +183,7 @@ def jax_findings(
         accepted = [p for p in proposals if (r := answer.result(_shape(resolved, p))) and r.ok]
         fix = (
             "use one of (JAX accepts each): "
-            + "; ".join(f"`{mesh.as_words(p)}`" for p in accepted[:3])
+            + "; ".join(f"`{mesh_mapping.as_words(p)}`" for p in accepted[:3])
             if accepted
             else "choose ici_* values that are each a product of whole physical axes"
         )
@@ -189,10 +192,10 @@ def jax_findings(
     return out
 
 
-def _disagreements(target: mesh.MeshTarget, answer: JaxTopology) -> list[Finding]:
+def _disagreements(target: mesh_mapping.MeshTarget, answer: JaxTopology) -> list[Finding]:
     """Where the pure prediction and JAX differ (physical mesh, verdict or message)."""
     notes: list[str] = []
-    kind = mesh.TPU_KINDS.get(target.slice.family)
+    kind = tpu_kinds().get(target.slice.family)
     if kind is not None and kind.device_kind != answer.device_kind:
         notes.append(f"device kind {answer.device_kind} (predicted {kind.device_kind})")
     if target.physical is not None and target.physical.shape != answer.physical_mesh:

@@ -1,8 +1,8 @@
 """MaxText configuration: the command's keys, value types and model keys, judged the way MaxText
 0.2.5's ``pyconfig`` will judge them when the job starts.
 
-The fast check reads only ``base.yml`` and the model file; the tables below hold what those files
-do not say (names MaxText accepts beyond base.yml, fields that take null, renamed keys). The
+The fast check reads only ``base.yml`` and the model file; ``data/pyconfig_keys.yaml`` (in
+frameworks/maxtext) holds what those files do not say (names MaxText accepts beyond base.yml, fields that take null, renamed keys). The
 runtime check that asks MaxText itself is in ``checks/pyconfig_runtime.py``.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from tpu_trainer.config.model import short
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, parse_value
+from tpu_trainer.frameworks.maxtext.pyconfig_keys import pyconfig_keys
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT
@@ -25,116 +26,23 @@ from tpu_trainer.runtime.manager import MAXTEXT
 NAME = "maxtext-config"
 RUNTIME_NAME = "maxtext-config (MaxText pyconfig)"
 
-# ---- MaxText 0.2.5 facts (maxtext/configs/types.py, pyconfig.py) -------------------------
-DERIVED: Mapping[str, str] = {
-    "emb_dim": "base_emb_dim", "mlp_dim": "base_mlp_dim", "moe_mlp_dim": "base_moe_mlp_dim",
-    "num_decoder_layers": "base_num_decoder_layers", "num_kv_heads": "base_num_kv_heads",
-    "num_query_heads": "base_num_query_heads", "num_diloco_replicas": "",
-    "ici_parallelism": "the ici_*_parallelism keys", "dcn_parallelism": "the dcn_*_parallelism keys",
-    "using_pipeline_parallelism": "ici_pipeline_parallelism / dcn_pipeline_parallelism",
-    "num_target_devices": "the slice (or compile_topology)",
-    "global_batch_size_to_train_on": "per_device_batch_size", "global_batch_size_to_eval_on": "",
-    "global_batch_size_to_load": "per_device_batch_size", "global_batch_size_to_load_eval": "",
-    "micro_batch_size_to_train_on": "per_device_batch_size", "micro_batch_size_to_eval_on": "",
-    "checkpoint_dir": "base_output_directory and run_name",
-    "metrics_dir": "base_output_directory and run_name",
-    "tensorboard_dir": "base_output_directory and run_name",
-    "managed_mldiagnostics_dir": "", "rampup_end_step": "", "tensors_on_device": "",
-    "tensors_to_offload": "", "global_batch_size_to_load_start": "",
-    "global_batch_size_to_load_increment": "", "rampup_samples_per_increment_to_load": "",
-}  # fmt: skip
+# ---- MaxText 0.2.5 facts (data/pyconfig_keys.yaml) ---------------------------------------
+_KEYS = pyconfig_keys()
+DERIVED = _KEYS.derived
 """``DerivedValues``: accepted names MaxText computes and overwrites → what to set instead."""
-
-ACCEPTED_BEYOND_BASE = frozenset({
-    "vision_projector_type", "vision_connector_num_layers", "vision_connector_hidden_size",
-    "vision_connector_activation", "vision_connector_use_bias", "attention_for_vit",
-    "vision_encoder_block", "system_prompt", "data_template_path", "kv_cache_buffer",
-    "hbm_utilization_vllm", "swap_space_vllm_gb", "free_kv_cache_during_weight_sync",
-    "enable_dp_attention", "enable_expert_parallel", "async_scheduling",
-    "max_num_batched_tokens", "max_num_seqs", "vllm_block_size", "stop_strings",
-    "use_standalone_converter", "log_weight_sync_time", "debug_converter", "gcs_debug_path",
-    "student_overrides", "teacher_overrides", "offline_data_dir", "learn_to_init_mode",
-    "lti_use_general_linear_map", "distill_weights_copy_map",
-    "distill_student_weights_share_map", "attn_module_name", "lti_layer_indices",
-    "student_params_to_update", "formatting_func_path", "formatting_func_kwargs", "use_grpo",
-    "use_tunix_gradient_accumulation", "gdn_mamba_block_size", "log_moe_bias_norms",
-    "padded_base_moe_mlp_dim", "ragged_sort_use_single_sparsecore", "prefuse_moe_weights",
-    "fuse_expert_scales", "use_replicator_service", "replicator_backup_interval_minutes",
-    "convert_checkpoint_if_possible", "load_checkpoint_only_once", "base_config",
-    "sharding_strategy", "dpo", "lora"
-})  # fmt: skip
+ACCEPTED_BEYOND_BASE = _KEYS.accepted_beyond_base
 """Fields of ``MaxTextConfig`` with no base.yml entry that are real settings."""
-
-NESTED: Mapping[str, frozenset[str]] = {
-    "dpo": frozenset({"algo", "dpo_beta", "orpo_lambda", "dpo_label_smoothing", "max_prompt_length"}),
-    "lora": frozenset({"enable_lora", "lora_rank", "lora_alpha", "lora_module_path",
-                       "lora_weight_qtype", "lora_tile_size", "lora_restore_path"}),
-}  # fmt: skip
+NESTED = _KEYS.nested
 """Sections set as ``lora.lora_rank=8``; a bare ``lora_rank=8`` fails (extra_forbidden)."""
-
-NULLABLE = frozenset({
-    "checkpoint_storage_device_host_concurrent_gb", "metrics_file", "quantization",
-    "te_gmm_quantization", "moe_quantize_combine_bwd_method", "remat_policy",
-    "attn_logits_soft_cap", "final_logits_soft_cap", "mllog_file", "jax_cache_dir",
-    "tokenizer_path", "hf_name", "hf_data_dir", "hf_train_files", "hf_eval_split",
-    "hf_eval_files", "hf_access_token", "vertex_tensorboard_project",
-    "vertex_tensorboard_region", "remat_policy_for_vit", "image_size_for_vit", "run_name",
-    "dump_hlo_local_module_name", "dump_hlo_module_name", "base_output_directory"
-})  # fmt: skip
-"""Keys with a non-null default that take null (``key=`` reads as null), or that MaxText
-fills in when null (run_name, base_output_directory, ...)."""
-
-UNTYPED = frozenset(
-    {"logical_axis_rules", "data_sharding", "logical_axis_rules_for_eval", "constant_bound_config"}
-)
-FLOAT_DESPITE_INT_DEFAULT = frozenset({"muon_weight_decay", "decode_sampling_nucleus_p"})
-LIST_ALLOWED = frozenset({"image_size_for_vit", "train_image_column", "eval_image_column"})
-STRING_TO_LIST = frozenset(
-    {"train_data_columns", "eval_data_columns", "trainable_parameters_mask", "adamw_mask"}
-)
-MODELS_WITHOUT_FILE = frozenset(
-    {"deepseek3-671b-lineage", "maxtext-omni-gemma3-qwen3", "qwen3.5-35b-fp8"}
-)
-"""In ``ModelName`` with no models/<name>.yml: MaxText trains base.yml's default shapes."""
-MODELS_INSTRUCT = frozenset({"llama3.1-8b-Instruct", "llama3.1-70b-Instruct"})
-MODELS_REJECTED = frozenset({"llama3-405b"})
-"""A models/<name>.yml that ``ModelName`` does not list: pydantic refuses the name."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rename:
-    targets: tuple[str, ...]
-    note: str
-
-
-RENAMES: Mapping[str, Rename] = {
-    "weight_decay": Rename(("adam_weight_decay", "muon_weight_decay"), "AdamW's / Muon's"),
-    "fsdp_shard_on_exp": Rename(("shard_exp_on_fsdp",), "renamed in MaxText"),
-    "enable_profiler": Rename(("profiler",), "profiler=xplane turns the profiler on"),
-    "base_num_heads": Rename(("base_num_query_heads",), "older MaxText name"),
-    "num_heads": Rename(("base_num_query_heads",), "MaxText name"),
-    "weights_dtype": Rename(("weight_dtype",), "MaxDiffusion's name"),
-    "activations_dtype": Rename(("dtype",), "MaxDiffusion's name"),
-    "output_dir": Rename(("base_output_directory",), "MaxDiffusion's name"),
-    "max_train_steps": Rename(("steps",), "MaxDiffusion's name"),
-    "train_data_dir": Rename(("dataset_path",), "MaxDiffusion's name"),
-    "max_steps": Rename(("steps",), "Hugging Face name"),
-    "lr": Rename(("learning_rate",), "MaxText name"),
-    "batch_size": Rename(("per_device_batch_size",), "MaxText counts per device"),
-    "seq_len": Rename(("max_target_length",), "MaxText name"),
-    "max_seq_len": Rename(("max_target_length",), "MaxText name"),
-    "max_seq_length": Rename(("max_target_length",), "MaxText name"),
-    "sequence_length": Rename(("max_target_length",), "MaxText name"),
-    "num_layers": Rename(("base_num_decoder_layers",), "MaxText name"),
-    "num_hidden_layers": Rename(("base_num_decoder_layers",), "Hugging Face name"),
-    "hidden_size": Rename(("base_emb_dim",), "Hugging Face name"),
-    "intermediate_size": Rename(("base_mlp_dim",), "Hugging Face name"),
-    "num_attention_heads": Rename(("base_num_query_heads",), "Hugging Face name"),
-    "num_key_value_heads": Rename(("base_num_kv_heads",), "Hugging Face name"),
-    "warmup_steps": Rename(("warmup_steps_fraction",), "MaxText takes a fraction of steps"),
-    "gradient_accumulation": Rename(("gradient_accumulation_steps",), "MaxText name"),
-    "optimizer": Rename(("opt_type",), "MaxText name"),
-}
+NULLABLE = _KEYS.nullable
+UNTYPED = _KEYS.untyped
+FLOAT_DESPITE_INT_DEFAULT = _KEYS.float_despite_int_default
+LIST_ALLOWED = _KEYS.list_allowed
+STRING_TO_LIST = _KEYS.string_to_list
+MODELS_WITHOUT_FILE = _KEYS.models_without_file
+MODELS_INSTRUCT = _KEYS.models_instruct
+MODELS_REJECTED = _KEYS.models_rejected
+RENAMES = _KEYS.renames
 """Keys people pass that MaxText 0.2.5 knows under another name (seed 001: weight_decay)."""
 
 # ---- values as MaxText reads them -----------------------------------------------------------
@@ -500,6 +408,3 @@ def check_static(
         *check_types(request.args, configs.base),
         *check_model(configs, request.args),
     ]
-
-
-# ---- the runtime check: MaxText's own pyconfig ----------------------------------------------

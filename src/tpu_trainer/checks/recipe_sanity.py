@@ -153,7 +153,7 @@ def check_zone(zone: str, reservations: Sequence[Reservation]) -> list[Finding]:
 
 
 def _siblings(plan: Plan) -> list[Sibling]:
-    from tpu_trainer.app.planning import read_recipe_file
+    from tpu_trainer.recipes.read import read_recipe_file
     from tpu_trainer.recipes.reader import parse_recipe
     from tpu_trainer.recipes.resolve import recipes_under
 

@@ -141,7 +141,7 @@ def _types_failed(findings: list[Finding]) -> bool:
 def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
     """Checks that ask MaxText and JAX in the runtime (and the AOT compile when asked)."""
     from tpu_trainer.checks import aot as aot_check
-    from tpu_trainer.checks import mesh, pyconfig_runtime
+    from tpu_trainer.checks import mesh_runtime, pyconfig_runtime
 
     if plan.recipe.framework is not Framework.MAXTEXT:
         return CheckReport(())
@@ -153,7 +153,7 @@ def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
             "maxtext-config (MaxText pyconfig)",
             lambda: pyconfig_runtime.check_runtime(request, runner),
         ),
-        ("mesh (JAX)", lambda: mesh.check_mesh_runtime(request, runner)),
+        ("mesh (JAX)", lambda: mesh_runtime.check_mesh_with_jax(request, runner)),
     ]
     if aot:
         steps.append(("memory-fit (AOT)", lambda: aot_check.check_aot(request, runner)))

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_trainer.frameworks.maxtext.model_shape import ModelShape
 from tpu_trainer.frameworks.maxtext.scale_down_rules import (
     ATTENTION_PERIODS,
     CLOUD_SWITCHES,
@@ -155,11 +156,11 @@ def _is_true(value: str | None) -> bool:
 # The model's shape
 
 
-def _heads(config: Mapping[str, Any], target: Target) -> tuple[int, int, int]:
+def _heads(shape: ModelShape, target: Target) -> tuple[int, int, int]:
     """(query heads, kv heads, GQA ratio) on CPU: about ``target.query_heads`` query heads,
     the model's query/kv ratio kept."""
-    q = max(1, _int(config, "base_num_query_heads", 1))
-    kv = max(1, _int(config, "base_num_kv_heads", q))
+    q = max(1, shape.heads)
+    kv = max(1, shape.kv_heads)
     ratio = q // kv if q % kv == 0 else 1
     if ratio == 1 and q != kv:
         return min(q, target.query_heads), min(q, target.query_heads), 1
@@ -171,7 +172,7 @@ def _head_dim(value: int, target: Target) -> int:
     return max(target.min_head_dim, _round_up(value / target.head_dim_divisor, 8))
 
 
-def _layers(config: Mapping[str, Any]) -> tuple[int, int, int, str]:
+def _layers(config: Mapping[str, Any], shape: ModelShape) -> tuple[int, int, int, str]:
     """(layers, dense layers first, KV-shared layers last, how) keeping the layer structure:
     one full cycle of the attention/MoE pattern, a dense layer before MoE ones when the model
     has them, and one more layer reusing the cycle's K/V when the model shares K/V."""
@@ -180,11 +181,11 @@ def _layers(config: Mapping[str, Any]) -> tuple[int, int, int, str]:
     periods = [
         ATTENTION_PERIODS.get(name, ATTENTION_PERIODS.get(block, 1)),
         max(1, _int(config, "inhomogeneous_layer_cycle_interval", 1)),
-        max(1, _int(config, "interleave_moe_layer_step", 1)),
+        shape.moe_every,
         max(1, _int(config, "nope_layer_interval", 1)),
     ]
     cycle = math.lcm(*periods)
-    dense = 1 if _int(config, "first_num_dense_layers") > 0 else 0
+    dense = 1 if shape.dense_layers > 0 else 0
     shared = 1 if _int(config, "num_kv_shared_layers") > 0 else 0
     if dense:
         return dense + cycle, dense, 0, f"{dense} dense + {cycle} MoE"
@@ -210,8 +211,9 @@ def _shape(edit: _Edit, config: Mapping[str, Any], target: Target) -> list[str]:
     """Shrink the model file's dimensions; returns the words of the summary."""
     model = str(config.get("model_name", "default"))
     resize = _Resize(edit, config, f"scaled down from {model}")
+    shape = ModelShape.configured(config)
     resize("base_emb_dim", target.emb_dim)
-    layers, dense, shared, how = _layers(config)
+    layers, dense, shared, how = _layers(config, shape)
     resize(
         "base_num_decoder_layers",
         layers,
@@ -225,56 +227,65 @@ def _shape(edit: _Edit, config: Mapping[str, Any], target: Target) -> list[str]:
     return [
         f"{layers} layers" + (f" ({how})" if how else ""),
         f"emb {target.emb_dim}",
-        *_attention(resize, config, target),
-        *_experts(resize, config, target),
+        *_attention(resize, config, shape, target),
+        *_experts(resize, config, shape, target),
     ]
 
 
-def _attention(resize: _Resize, config: Mapping[str, Any], target: Target) -> list[str]:
-    q, kv, ratio = _heads(config, target)
+def _attention(
+    resize: _Resize, config: Mapping[str, Any], shape: ModelShape, target: Target
+) -> list[str]:
+    q, kv, ratio = _heads(shape, target)
     kept = "multi-head attention kept" if q == kv else f"GQA ratio {ratio} kept"
     resize("base_num_query_heads", q, f"{resize.why}, {kept}")
     resize("base_num_kv_heads", kv, f"{resize.why}, {kept}")
     words = [f"{q}/{kv} heads"]
-    if str(config.get("attention_type", "")) == "mla":
-        scale = target.emb_dim / max(1, _int(config, "base_emb_dim", 1))
-        for key in ("q_lora_rank", "kv_lora_rank"):
-            if _int(config, key) > 0:
-                rank = _round_up(_int(config, key) * scale, 16)
-                resize(key, rank, "MLA low-rank projection, scaled with the embedding")
-        for key in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            resize(key, _head_dim(_int(config, key, 64), target), "MLA head dim, scaled")
+    if shape.mla:
+        scale = target.emb_dim / max(1, shape.emb)
+        for key, rank in (("q_lora_rank", shape.q_lora), ("kv_lora_rank", shape.kv_lora)):
+            if rank > 0:
+                why = "MLA low-rank projection, scaled with the embedding"
+                resize(key, _round_up(rank * scale, 16), why)
+        mla_dims = (
+            ("qk_nope_head_dim", shape.qk_nope),
+            ("qk_rope_head_dim", shape.qk_rope),
+            ("v_head_dim", shape.v_head),
+        )
+        for key, dim in mla_dims:
+            resize(key, _head_dim(dim, target), "MLA head dim, scaled")
         if config.get("use_indexer") and _int(config, "indexer_n_heads") > 0:
             resize("indexer_n_heads", 4, "sparse-attention indexer, scaled")
             resize("indexer_head_dim", _head_dim(_int(config, "indexer_head_dim", 128), target))
             resize("indexer_topk", target.seq_len // 4, "below the scaled sequence length")
         return [*words, "MLA"]
-    resize("head_dim", _head_dim(_int(config, "head_dim", 128), target))
-    words[0] += f" of {_head_dim(_int(config, 'head_dim', 128), target)}"
+    resize("head_dim", _head_dim(shape.head_dim, target))
+    words[0] += f" of {_head_dim(shape.head_dim, target)}"
     if _int(config, "global_head_dim") > 0:
         resize("global_head_dim", _head_dim(_int(config, "global_head_dim"), target))
     global_kv = _int(config, "global_num_kv_heads")
     if global_kv > 0:
-        share = max(1, kv * global_kv // max(1, _int(config, "base_num_kv_heads", 1)))
+        share = max(1, kv * global_kv // max(1, shape.kv_heads))
         resize("global_num_kv_heads", share, "global layers keep their share of the KV heads")
     per_layer = _int(config, "hidden_size_per_layer_input")
     if per_layer > 0:
-        scale = target.emb_dim / max(1, _int(config, "base_emb_dim", 1))
+        scale = target.emb_dim / max(1, shape.emb)
         resize("hidden_size_per_layer_input", _round_up(per_layer * scale, 16), resize.why)
     return words
 
 
-def _experts(resize: _Resize, config: Mapping[str, Any], target: Target) -> list[str]:
-    experts = _int(config, "num_experts", 1)
+def _experts(
+    resize: _Resize, config: Mapping[str, Any], shape: ModelShape, target: Target
+) -> list[str]:
+    experts = shape.experts
     if experts <= 1:
         return []
-    mlp = max(1, _int(config, "base_mlp_dim", 1))
+    mlp = max(1, shape.mlp)
     moe = _int(config, "base_moe_mlp_dim", -1)
     if moe > 0:
         width = target.mlp_dim if moe == mlp else _round_up(target.mlp_dim * moe / mlp, 128)
         resize("base_moe_mlp_dim", width, "expert width, about the model's MoE/dense ratio")
     count = min(experts, target.experts)
-    per_tok = max(1, min(_int(config, "num_experts_per_tok", 1), target.experts_per_tok, count))
+    per_tok = max(1, min(shape.top_k, target.experts_per_tok, count))
     resize("num_experts", count, "still a mixture of experts, few enough for a CPU")
     resize("num_experts_per_tok", per_tok, f"each token routed to {per_tok} of {count}")
     if config.get("megablox") is True:  # base.yml's default, set or not by the recipe
@@ -284,7 +295,7 @@ def _experts(resize: _Resize, config: Mapping[str, Any], target: Target) -> list
     if _int(config, "n_routing_groups", -1) > 0:
         resize("n_routing_groups", 2, "expert groups must divide the experts")
         resize("topk_routing_group", 1, "at most the number of groups")
-    shared = _int(config, "shared_experts")
+    shared = shape.shared_experts
     return [f"{count} experts, top-{per_tok}" + (f", {shared} shared" if shared else "")]
 
 

@@ -1,131 +1,87 @@
-"""What a MaxText 0.2.5 recipe argument means for a run on this machine's CPU, as data.
-
-Found by reading MaxText 0.2.5's ``base.yml`` and model code and by running the tpu-recipes
-Ironwood recipes scaled down on a CPU: what is listed here failed there or needs something a
-CPU does not have; everything else a recipe gives runs on a CPU and is kept (tried: remat
-policies with ``offload`` tensors, fp8_full quantization with qwix, splash block sizes with
-dot_product attention, Hugging Face and tiktoken tokenizer settings with synthetic data).
-"""
+"""What a MaxText 0.2.5 recipe argument means for a run on this machine's CPU, loaded once from
+``data/scale_down_rules.yaml`` (how the rules were found is written there)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
-ATTENTION_PERIODS: MappingProxyType[str, int] = MappingProxyType(
-    {
-        # model_name or decoder_block -> layers in one cycle of its local/global attention
-        "gemma4-e2b": 5,  # 4 sliding + 1 global
-        "gemma4_small": 6,  # e4b: 5 sliding + 1 global
-        "gemma4": 6,
-        "gemma3": 6,
-        "olmo3": 4,
-        "gpt_oss": 2,  # sliding, global
-    }
+from tpu_trainer.catalog.data_file import (
+    integer,
+    mapping,
+    parse_mapping,
+    read_packaged,
+    string_set,
+    strings,
+    text,
+    text_map,
 )
 
-TPU_ATTENTION = frozenset(
-    # kernels that refuse a CPU (`flash` is Pallas splash on TPU, a tokamax GPU kernel
-    # elsewhere: "NotImplementedError: Not supported on cpu")
-    {"flash", "cudnn_flash_te", "cudnn_flash_jax", "vllm_rpa", "vllm_batched_rpa", "paged"}
-)
-CPU_ATTENTION = "dot_product"
-"""The attention MaxText itself picks on a CPU (``autoselected``); splash settings (sa_*)
-are kept: dot_product ignores them and MaxText still checks their names and types."""
+SCALE_DOWN_RULES_FILE = "data/scale_down_rules.yaml"
 
-GPU_QUANTIZATION = frozenset(
-    # GPU-only schemes; fp8_full (qwix) runs on a CPU, and it and the other modes are kept
-    {
-        "fp8",
-        "nanoo_fp8",
-        "fp8_nanoo",
-        "fp8_gpu",
-        "te_no_quant",
-        "te_fp8_delayedscaling",
-        "te_fp8_currentscaling",
-        "te_mxfp8",
-        "te_nvfp4",
-        "te_nvfp4_no_rht",
-    }
-)
 
-CPU_KERNEL_SWITCHES: MappingProxyType[str, str] = MappingProxyType(
-    {
-        # true on a TPU, turned off here: why
-        "megablox": "its Pallas grouped matmul runs interpreted on a CPU (seconds per step) "
-        "and its tiles must divide the scaled widths; jax ragged_dot computes the same",
-        "use_tokamax_gmm": "the tokamax grouped matmul asks for the TPU generation "
-        "(ValueError: Unsupported TPU device kind: cpu)",
-        "use_gmm_v2": "a tokamax TPU kernel",
-        "use_ragged_sort": "a Pallas TPU kernel",
-        "use_gather_mosaic_kernel": "a Mosaic TPU kernel",
-        "use_mhc_pallas_kernel": "a Pallas TPU kernel",
-        "use_csa_streamindex_kernel": "a Pallas TPU kernel",
-        "use_ring_of_experts": "needs expert parallelism across chips",
-        "moe_pin_sparse_core_all_gathers": "TPU SparseCores",
-        "moe_pin_sparse_core_ep_all_gathers": "TPU SparseCores",
-        "moe_pin_sparse_core_fsdp_all_gathers": "TPU SparseCores",
-        "te_moe_block": "TransformerEngine (GPU)",
-        "optimize_mesh_for_tpu_v6e": "a TPU v6e mesh layout",
-    }
-)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleDownRules:
+    attention_periods: Mapping[str, int]
+    """model_name or decoder_block → layers in one cycle of its local/global attention."""
+    tpu_attention: frozenset[str]
+    """Attention kernels that refuse a CPU."""
+    cpu_attention: str
+    """The attention MaxText itself picks on a CPU."""
+    gpu_quantization: frozenset[str]
+    cpu_kernel_switches: Mapping[str, str]
+    """True on a TPU, turned off on a CPU → why."""
+    cloud_switches: frozenset[str]
+    topology_keys: frozenset[str]
+    profiler_keys: frozenset[str]
+    profiler_prefixes: tuple[str, ...]
+    data_keys: frozenset[str]
+    data_prefixes: tuple[str, ...]
+    launcher_keys: frozenset[str]
+    """Set by the local launcher itself."""
 
-CLOUD_SWITCHES = frozenset(
-    {
-        "gcs_metrics",
-        "save_config_to_gcs",
-        "enable_goodput_recording",
-        "monitor_goodput",
-        "enable_pathways_goodput",
-        "use_vertex_tensorboard",
-        "managed_mldiagnostics",
-        "enable_checkpoint_cloud_logger",
-        "report_heartbeat_metric_for_gcp_monitoring",
-        "report_performance_metric_for_gcp_monitoring",
-        "colocated_python_data_input",
-        "colocated_python_checkpointing",
-        "enable_single_controller",
-    }
-)
 
-TOPOLOGY_KEYS = frozenset(
-    {
-        "compile_topology",
-        "compile_topology_num_slices",
-        "num_slices",
-        "custom_mesh",
-        "subslice_shape",
-        "internal_compile",
-        "internal_compile_num_devices",
-        "num_pipeline_microbatches",
-    }
-)
+def load_scale_down_rules(text_: str, name: str = SCALE_DOWN_RULES_FILE) -> ScaleDownRules:
+    """Parse and check the rules document (every key present, of the right kind)."""
+    doc = parse_mapping(text_, name)
+    periods = mapping(name, doc, "attention_periods")
+    where = f"{name}: attention_periods"
+    return ScaleDownRules(
+        attention_periods=MappingProxyType(
+            {k: integer(where, periods, k, minimum=1) for k in periods}
+        ),
+        tpu_attention=string_set(name, doc, "tpu_attention"),
+        cpu_attention=text(name, doc, "cpu_attention"),
+        gpu_quantization=string_set(name, doc, "gpu_quantization"),
+        cpu_kernel_switches=MappingProxyType(text_map(name, doc, "cpu_kernel_switches")),
+        cloud_switches=string_set(name, doc, "cloud_switches"),
+        topology_keys=string_set(name, doc, "topology_keys"),
+        profiler_keys=string_set(name, doc, "profiler_keys"),
+        profiler_prefixes=strings(name, doc, "profiler_prefixes"),
+        data_keys=string_set(name, doc, "data_keys"),
+        data_prefixes=strings(name, doc, "data_prefixes"),
+        launcher_keys=string_set(name, doc, "launcher_keys"),
+    )
 
-PROFILER_KEYS = frozenset(
-    {
-        "profiler",
-        "profiler_steps",
-        "skip_first_n_steps_for_profiler",
-        "profile_periodically_period",
-        "upload_all_profiler_results",
-        "profile_power_events",
-        "enable_tpu_profiling_options",
-    }
-)
-PROFILER_PREFIXES = ("xprof_", "tpu_num_")
 
-DATA_KEYS = frozenset(
-    {
-        "dataset_path",
-        "dataset_name",
-        "eval_dataset_name",
-        "train_split",
-        "eval_split",
-        "expansion_factor_real_data",
-    }
-)
-DATA_PREFIXES = ("hf_", "grain_", "olmo_", "mmap_", "blend_")
+@functools.cache
+def scale_down_rules() -> ScaleDownRules:
+    """The packaged rules, read and checked on first use."""
+    return load_scale_down_rules(read_packaged(__package__ or "", SCALE_DOWN_RULES_FILE))
 
-LAUNCHER_KEYS = frozenset(
-    # set by the local launcher itself
-    {"run_name", "base_output_directory", "hardware", "skip_jax_distributed_system"}
-)
+
+_RULES = scale_down_rules()
+ATTENTION_PERIODS = _RULES.attention_periods
+TPU_ATTENTION = _RULES.tpu_attention
+CPU_ATTENTION = _RULES.cpu_attention
+GPU_QUANTIZATION = _RULES.gpu_quantization
+CPU_KERNEL_SWITCHES = _RULES.cpu_kernel_switches
+CLOUD_SWITCHES = _RULES.cloud_switches
+TOPOLOGY_KEYS = _RULES.topology_keys
+PROFILER_KEYS = _RULES.profiler_keys
+PROFILER_PREFIXES = _RULES.profiler_prefixes
+DATA_KEYS = _RULES.data_keys
+DATA_PREFIXES = _RULES.data_prefixes
+LAUNCHER_KEYS = _RULES.launcher_keys
