@@ -32,7 +32,7 @@ class Recorder:
 
 def _client_argvs() -> list[list[str]]:
     rec = Recorder()
-    g = Gcloud(runner=rec, project="p")  # type: ignore[arg-type]
+    g = Gcloud(runner=rec, project="p")
     g.active_account()
     g.cluster_names("us-central1")
     g.cluster("c", "us-central1")

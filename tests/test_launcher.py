@@ -25,6 +25,10 @@ from tpu_trainer.launchers.kuberay.cluster import KubeRayTeardown
 from tpu_trainer.launchers.registry import DELETERS, LAUNCHERS, DeleteOptions, deleter_for
 from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.recipes.read import read_recipe_file
+from tpu_trainer.recipes.reader import parse_recipe
+from tpu_trainer.recipes.recipe import Recipe
+from tpu_trainer.recipes.resolve import RecipeRef
 from tpu_trainer.store.db import RunStatus, RunStore
 
 pytestmark = pytest.mark.unit
@@ -53,11 +57,17 @@ def test_a_gke_run_whose_pool_lands_in_another_zone_reads_its_recipe_once(
     assert config is not None and config.default_zone != OTHER_ZONE
     reads: list[str] = []
     parses: list[str] = []
-    read, parse = planning.read_recipe_file, planning.parse_recipe
-    monkeypatch.setattr(planning, "read_recipe_file", lambda ref: reads.append("r") or read(ref))
-    monkeypatch.setattr(
-        planning, "parse_recipe", lambda text, src: parses.append("p") or parse(text, src)
-    )
+
+    def counted_read(ref: RecipeRef) -> str:
+        reads.append("r")
+        return read_recipe_file(ref)
+
+    def counted_parse(text: str, source: str) -> Recipe:
+        parses.append("p")
+        return parse_recipe(text, source)
+
+    monkeypatch.setattr(planning, "read_recipe_file", counted_read)
+    monkeypatch.setattr(planning, "parse_recipe", counted_parse)
     opts = PlanOptions(user="test_user", now=NOW)
     plan = plan_with_config(Request(str(recipe)), config, opts)
 

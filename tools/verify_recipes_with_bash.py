@@ -51,7 +51,8 @@ if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
 from tpu_trainer.errors import RecipeError  # noqa: E402
-from tpu_trainer.recipes.recipe import Recipe, parse_recipe  # noqa: E402
+from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
+from tpu_trainer.recipes.recipe import Recipe  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
 TEST_USER = "test_user"

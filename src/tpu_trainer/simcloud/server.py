@@ -84,8 +84,11 @@ class Call:
 class Service(Protocol):
     """One emulated API: its URL prefix, its documents and the methods it implements."""
 
-    prefix: str
-    apis: Sequence[DiscoveryApi]
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def apis(self) -> Sequence[DiscoveryApi]: ...
 
     def handle(self, call: Call) -> JsonObject: ...
 
