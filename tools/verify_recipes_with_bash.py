@@ -1,6 +1,6 @@
 """Check the recipe reader against bash itself.
 
-``tpu_trainer.recipes.recipe.parse_recipe`` reads a tpu-recipes ``run_recipe.sh`` without running
+``tpu_trainer.recipes.reader.parse_recipe`` reads a tpu-recipes ``run_recipe.sh`` without running
 it: it follows quoting, line continuations and variable expansion on its own. This script
 checks that reading against the real thing. For every ``run_recipe.sh`` under a folder it
 
