@@ -138,9 +138,8 @@ class _Scan:
             self.prev = self.prev_low = ""
             candidates = self._candidates(low)
         if self._ignored(text):
-            text = low = (
-                ""  # an echo of configuration or of a command: nothing to find, nor to join
-            )
+            # An echo of configuration or of a command: nothing to find, nor to join.
+            text = low = ""
             candidates = self._candidates(low)
         found: dict[int, tuple[int, str, re.Match[str]]] = {}
         for i in sorted(candidates | self.prev_candidates):
