@@ -3,13 +3,9 @@ the catalog file's checks, and bad input to the command."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from conftest import FIXTURES
 from tpu_trainer.catalog.error_signatures import (
@@ -19,8 +15,6 @@ from tpu_trainer.catalog.error_signatures import (
     load_catalog,
     signatures,
 )
-from tpu_trainer.cli.diagnose_cmd import diagnose as diagnose_command
-from tpu_trainer.errors import InputError
 from tpu_trainer.plan.diagnose import Match, diagnose
 from tpu_trainer.plan.diagnose_score import NONE, Entry, load_corpus, predict, score
 
@@ -432,118 +426,6 @@ def test_unit_every_family_has_a_fatal_signature_and_fixes_name_a_command_or_set
     for sig in signatures():
         if sig.severity == "fatal" and "seed " not in sig.source:
             assert "`" in sig.fix or "=" in sig.fix, sig.id
-
-
-# ---------------------------------------------------------------------------------------------
-# Bad input to the command
-# ---------------------------------------------------------------------------------------------
-
-
-def make_app() -> typer.Typer:
-    app = typer.Typer()
-    app.command()(diagnose_command)
-    return app
-
-
-runner = CliRunner()
-
-
-def invoke_error(args: list[str], stdin: bytes | None = None) -> InputError:
-    result = runner.invoke(make_app(), args, input=stdin)
-    assert isinstance(result.exception, InputError), result.output
-    assert result.exception.exit_code == 2
-    assert result.exception.fix
-    return result.exception
-
-
-def test_cli_binary_file_is_an_input_error(tmp_path: Path) -> None:
-    path = tmp_path / "core.bin"
-    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8)
-    error = invoke_error([str(path)])
-    assert "binary" in error.message and "core.bin" in error.message
-
-
-def test_cli_undecodable_bytes_without_nul_are_binary(tmp_path: Path) -> None:
-    path = tmp_path / "latin.dat"
-    path.write_bytes(bytes(range(0x80, 0x100)) * 20)
-    assert "binary" in invoke_error([str(path)]).message
-
-
-def test_cli_binary_standard_input_is_an_input_error() -> None:
-    error = invoke_error(["-"], stdin=b"\x00\x01\x02 hello")
-    assert "standard input is binary" in error.message
-
-
-@pytest.mark.parametrize("content", [b"", b"\n\n   \n"])
-def test_cli_empty_input_is_an_input_error(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "empty.log"
-    path.write_bytes(content)
-    error = invoke_error([str(path)])
-    assert "is empty" in error.message
-    assert "kubectl" in error.fix
-
-
-def test_cli_unreadable_file_is_an_input_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "secret.log"
-    path.write_text("StopIteration\n", encoding="utf-8")
-
-    def refuse(*_args: object, **_kwargs: object) -> None:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(Path, "open", refuse)
-    error = invoke_error([str(path)])
-    assert "cannot read" in error.message and "Permission denied" in error.message
-    assert "tpu-trainer diagnose -" in error.fix
-
-
-def test_cli_gzip_data_is_unpacked_whatever_its_name(tmp_path: Path) -> None:
-    path = tmp_path / "run.log"  # no .gz suffix
-    path.write_bytes(gzip.compress(b"x\nStopIteration\n"))
-    result = runner.invoke(make_app(), [str(path), "--json"])
-    assert result.exit_code == 1, result.output
-    doc = json.loads(result.output)
-    assert doc["lines"] == 2
-    assert doc["matches"][0]["family"] == "data-exhausted"
-
-
-def test_cli_a_few_bad_bytes_in_a_text_log_are_tolerated(tmp_path: Path) -> None:
-    path = tmp_path / "run.log"
-    path.write_bytes(b"step 1 \xff ok\n" + b"completed step: 1\n" * 200 + b"StopIteration\n")
-    result = runner.invoke(make_app(), [str(path), "--json"])
-    assert result.exit_code == 1
-    assert json.loads(result.output)["matches"][0]["line"] == 202
-
-
-def test_cli_json_lists_matches_in_rank_order_with_their_family(tmp_path: Path) -> None:
-    path = tmp_path / "events.log"
-    path.write_text(
-        "Warning  FailedScheduling  0/4 nodes are available: 4 Insufficient google.com/tpu.\n"
-        "Message: jobset failed due to reaching max number of restarts\n",
-        encoding="utf-8",
-    )
-    result = runner.invoke(make_app(), [str(path), "--json"])
-    assert result.exit_code == 1
-    doc = json.loads(result.output)
-    assert [(m["family"], m["line"]) for m in doc["matches"]] == [
-        ("scheduling", 1),
-        ("jobset-webhook-crd", 2),
-    ]
-    assert doc["matches"][0]["extracted"] == {"n": "4"}
-    assert doc["matches"][0]["source"].startswith("https://")
-
-
-def test_cli_table_shows_rank_family_and_fix() -> None:
-    result = runner.invoke(
-        make_app(),
-        ["-"],
-        input="ModuleNotFoundError: No module named 'MaxText'\n",
-        env={"COLUMNS": "240"},
-    )
-    assert result.exit_code == 1
-    assert "image-entrypoint / python-module-missing" in result.output
-    assert "maxtext.trainers.pre_train.train" in result.output
 
 
 def test_unit_predict_names_the_first_family_or_none() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from tpu_trainer.catalog.error_signatures import Severity, Signature, catalog
 
@@ -117,21 +118,31 @@ class _Scan:
         self.counts: dict[int, int] = {}
         self.prev = ""
         self.prev_low = ""
+        self.prev_unsure = False
+        """The line before has not been checked against the ignored lines yet."""
         self.prev_candidates: set[int] = set()
         self.prev_hits: set[int] = set()
 
     def feed(self, number: int, text: str) -> None:
-        """Try the candidate signatures on line ``number`` and on it joined to the one before."""
-        if self.ignore is not None and self.ignore.search(text):
-            text = ""  # an echo of configuration or of a command: nothing to find, nor to join
+        """Try the candidate signatures on line ``number`` and on it joined to the one before.
+
+        Whether a line is an ignored echo is only asked when it matters: when this line, or the
+        join with the line before, holds a needle (a line without any is kept as is, and asked
+        about if the line after it needs to be joined to it)."""
         low = text.lower()
-        # One pass over the tail of the line before, a space and this line: its needles are
-        # this line's and those that cross the join (the tail's own were found last time).
-        tail = f"{self.prev_low[-self.width :]} " if self.prev else ""
-        candidates = self.needles.find(tail + low)
-        todo = candidates | self.prev_candidates
+        candidates = self._candidates(low)
+        if not candidates and not self.prev_candidates:
+            self._shift(text, low, candidates, set(), unsure=True)
+            return
+        if self.prev_unsure and self._ignored(self.prev):
+            self.prev = self.prev_low = ""
+            candidates = self._candidates(low)
+        if self._ignored(text):
+            # An echo of configuration or of a command: nothing to find, nor to join.
+            text = low = ""
+            candidates = self._candidates(low)
         found: dict[int, tuple[int, str, re.Match[str]]] = {}
-        for i in sorted(todo):
+        for i in sorted(candidates | self.prev_candidates):
             sig = self.signatures[i]
             hit = _on_line(sig, text) if i in candidates else None
             if hit is None and self.prev and i not in self.prev_hits and not sig.fallback:
@@ -142,8 +153,21 @@ class _Scan:
             del found[i]
         for i, hit in found.items():
             self._record(i, number, *hit)
-        hits = set(found)
-        self.prev, self.prev_low = text, low
+        self._shift(text, low, candidates, set(found), unsure=False)
+
+    def _candidates(self, low: str) -> set[int]:
+        """Signatures with a needle in the tail of the line before, a space and ``low``: this
+        line's own and those that cross the join (the tail's own were found last time)."""
+        tail = f"{self.prev_low[-self.width :]} " if self.prev else ""
+        return self.needles.find(tail + low)
+
+    def _ignored(self, text: str) -> bool:
+        return bool(text) and self.ignore is not None and self.ignore.search(text) is not None
+
+    def _shift(
+        self, text: str, low: str, candidates: set[int], hits: set[int], *, unsure: bool
+    ) -> None:
+        self.prev, self.prev_low, self.prev_unsure = text, low, unsure
         self.prev_candidates, self.prev_hits = candidates, hits
 
     def _redundant(self, found: Mapping[int, object]) -> set[int]:
@@ -205,8 +229,12 @@ class _Scan:
 
 
 class _Needles:
-    """Which signatures have a needle in a text: every distinct needle is tried once (a
-    substring test), with the signatures that use it."""
+    """Which signatures have a needle in a text.
+
+    One expression of every needle (:func:`_trie`) is tried first: most log lines (steps,
+    progress) hold none and are done with in one search. Only a line that holds one is tried
+    needle by needle (a substring test each), with the signatures that use it.
+    """
 
     def __init__(self, signatures: Sequence[Signature]) -> None:
         users: dict[str, list[int]] = {}
@@ -215,10 +243,38 @@ class _Needles:
                 users.setdefault(needle, []).append(i)
         self.users = tuple((needle, tuple(ids)) for needle, ids in users.items())
         self.width = max((len(n) for n in users), default=0)
+        self.any = re.compile(_trie(list(users))) if users else None
 
     def find(self, low: str) -> set[int]:
         """Positions of the signatures with a needle in ``low`` (a lower-cased text)."""
+        if self.any is None or self.any.search(low) is None:
+            return set()
         return {i for needle, ids in self.users if needle in low for i in ids}
+
+
+def _trie(words: Sequence[str]) -> str:
+    """One regular expression that finds any of ``words``: their common beginnings are
+    written once, so that each position of a text is tried against a few first characters
+    instead of every word."""
+    root: dict[str, dict[str, object]] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = cast(dict[str, dict[str, object]], node.setdefault(char, {}))
+        node[""] = {}
+
+    def expression(node: Mapping[str, object]) -> str:
+        branches = [
+            re.escape(char) + expression(cast(Mapping[str, object], rest))
+            for char, rest in sorted(node.items())
+            if char
+        ]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+        return f"(?:{body})?" if "" in node else body
+
+    return expression(root)
 
 
 class LiveScanner:

@@ -1,0 +1,295 @@
+"""``diagnose``: one example per signature of the catalog, each found by that signature alone
+with every value of its fix filled, and the catalog's own checks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_diagnose import CORPUS, ids
+from tpu_trainer.catalog.error_signatures import by_id, families, signatures
+from tpu_trainer.plan.diagnose import diagnose
+from tpu_trainer.plan.diagnose_score import load_corpus
+
+pytestmark = pytest.mark.unit
+
+# ---------------------------------------------------------------------------------------------
+# One example per signature: each is found, by that signature alone, with every value filled
+# ---------------------------------------------------------------------------------------------
+
+EXAMPLES: dict[str, tuple[str, str]] = {
+    "fsdp-indivisible": (
+        "jax._src.sharding.IndivisibleError: Sharding NamedSharding(mesh=Mesh('fsdp': 64)) "
+        "implies that array axis 0 is partitioned 64 times, but the dimension size is 13904 "
+        "(full shape: (13904, 13904), per-dimension tiling factors: (64, 1) should evenly "
+        "divide the shape)",
+        "ici_data_parallelism=4",
+    ),
+    "fsdp-indivisible-legacy": (
+        "ValueError: global size of its dimension 0 should be divisible by 8, but it is "
+        "equal to 28",
+        "ici_data_parallelism=2",
+    ),
+    "mesh-assignment": (
+        "NotImplementedError: Failed to find assignment for logical_axis_index 5 of size 2\n"
+        "with remaining assignable mesh [0, 4, 4, 0]",
+        "`sequence` (older releases: `context`)",
+    ),
+    "hbm-oom-compile": (
+        "RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total "
+        "memory required for HLO temporaries (112.90G) exceeds available HBM (94.74G).",
+        "112.90G per device, 94.74G available (1.19×",
+    ),
+    "hbm-oom-legacy": (
+        "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+        "space hbm. Used 20.50G of 15.48G hbm. Exceeded hbm capacity by 5.02G.",
+        "Uses 20.50G of 15.48G",
+    ),
+    "vmem-oom": (
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent "
+        "error. Ran out of memory in memory space vmem. Used 32.42M of 16.00M vmem. Exceeded "
+        "vmem capacity by 16.42M",
+        "sa_block_q",
+    ),
+    "hbm-oom-runtime": (
+        "RuntimeError: RESOURCE_EXHAUSTED: Attempting to allocate 31.06M. That was not "
+        "possible. There are 58.64M free. Due to fragmentation, the largest contiguous region "
+        "of free memory is 30.56M.; (0x0x0_HBM0)",
+        "free memory is fragmented",
+    ),
+    "data-exhausted": ("StopIteration", "min_lines"),
+    "maxtext-unknown-key": (
+        "E0301 pyconfig.py:393] MAXTEXT CONFIG ERROR: 'lr' not in 'learning_rate', 'steps'.",
+        "`learning_rate=`",
+    ),
+    "cpu-run-distributed": (
+        '    process_id=int(os.environ.get("JOB_INDEX")),\n'
+        "TypeError: int() argument must be a string, a bytes-like object or a real number, "
+        "not 'NoneType'",
+        "skip_jax_distributed_system=true",
+    ),
+    "optax-consistent-rms": (
+        "TypeError: muon() got an unexpected keyword argument 'consistent_rms'",
+        "optax",
+    ),
+    "jax-non-addressable": (
+        "RuntimeError: Fetching value for `jax.Array` that spans non-addressable (non process "
+        "local) devices is not possible.",
+        "process_allgather",
+    ),
+    "tpu-vm-runtime-version": (
+        "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU "
+        "topology.",
+        "--version=v2-alpha-tpuv6e",
+    ),
+    "libtpu-in-use": (
+        "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use "
+        "by process with pid 2718466. Not attempting to load libtpu.so in this process.",
+        "kill 2718466",
+    ),
+    "tpu-device-permission": (
+        "jaxlib._jax.XlaRuntimeError: UNKNOWN: TPU initialization failed: open(/dev/accel3): "
+        "Operation not permitted: Operation not permitted; Couldn't open device: /dev/accel3",
+        "sudo lsof -w /dev/accel3",
+    ),
+    "tpu-worker-addresses": (
+        "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: Invalid "
+        "--2a886c8_slice_builder_worker_addresses specified. Expected 4 worker addresses, got 1.",
+        "--worker=all",
+    ),
+    "tpu-init-slow": (
+        "UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run "
+        "your code on all TPU hosts?",
+        "all workers",
+    ),
+    "jax-barrier-timeout": (
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. "
+        "Barrier_id: PjRT_Client_Connect. Timed out task names:",
+        "JAX_COORDINATION_SERVICE_HEARTBEAT_TIMEOUT_SECONDS",
+    ),
+    "megascale-deadline": (
+        "E0301 12:00:00.000 megascale_client.cc:210] DEADLINE_EXCEEDED: transfer to slice 1 "
+        "did not finish within 300s",
+        "--megascale_grpc_interface_prefixes",
+    ),
+    "host-oom-killed": ("      Reason:       OOMKilled", "memory limit"),
+    "host-allocation-warning": (
+        "W tensorflow/tsl/framework/cpu_allocator_impl.cc:83] Allocation of 414988800 exceeds "
+        "10% of free system memory.",
+        "buffering",
+    ),
+    "xla-spawn-nprocs": ("WARNING:root:Unsupported nprocs (8), ignoring...", "xla_fsdp_v2"),
+    "tunix-section-override": (
+        "TypeError: RLTrainingConfig.__init__() missing 1 required positional argument: "
+        "'eval_every_n_steps'",
+        "complete section",
+    ),
+    "ray-tpu-head": (
+        "(JaxTrainer pid=812) Failed to reserve TPU head for slice with shape: v4-32",
+        "ray job stop",
+    ),
+    "xpk-configmap-missing": (
+        "[XPK] Workload scheduling validation failed. XPK will not create the workload w1.",
+        "kubectl patch configmap",
+    ),
+    "kueue-tpu-quota": (
+        "Warning  Pending  3m  kueue-admission  couldn't assign flavors to pod set slice-job: "
+        "insufficient quota for google.com/tpu in flavor 1xtpu7x-256, request > maximum "
+        "capacity (256 > 128)",
+        "nominalQuota for google.com/tpu in flavor 1xtpu7x-256",
+    ),
+    "kueue-cpu-memory-quota": (
+        "Warning  Pending  4m23s  kueue-admission  couldn't assign flavors to pod set job: "
+        "resource memory unavailable in ClusterQueue",
+        "Remove memory from the ClusterQueue",
+    ),
+    "kueue-flavor": ("Kueue admission failed: flavor doesn't match", "ResourceFlavor"),
+    "kueue-preempted": (
+        "Message: Preempted to accommodate a workload (UID: abc-123, JobUID: job-456) due to "
+        "prioritization in the ClusterQueue",
+        "--priority=very-high",
+    ),
+    "jobset-max-restarts": (
+        "Message: jobset failed due to reaching max number of restarts",
+        "--max-restarts",
+    ),
+    "jobset-failed-jobs": (
+        "Message: jobset failed due to one or more job failures",
+        "tpu-trainer diagnose -",
+    ),
+    "image-pull": ("  Warning  Failed  12s  kubelet  Error: ImagePullBackOff", "artifactregistry"),
+    "insufficient-tpu": (
+        "0/8 nodes are available: 8 Insufficient\ngoogle.com/tpu. preemption: 0/8 nodes",
+        "node-pools list",
+    ),
+    "node-affinity-mismatch": (
+        "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.",
+        "--placement-policy",
+    ),
+    "untolerated-taint": (
+        "0/1 nodes are available: 1 node(s) had untolerated taint {google.com/tpu: present}.",
+        "toleration",
+    ),
+    "kubectl-container-name": (
+        "error: a container name must be specified for pod w1-slice-job-0-0-abcde, choose one "
+        "of: [jax-tpu-1 jax-tpu-2]",
+        "kubectl logs w1-slice-job-0-0-abcde -c jax-tpu-1",
+    ),
+    "reservation-exhausted": (
+        "[XPK] No available resources in reservation res-a",
+        "next reservation",
+    ),
+    "capacity-stockout": (
+        "Current errors: [GCE_STOCKOUT]: Instance 'gke-np-1' creation failed: The zone "
+        "'projects/p/zones/us-central1-c' does not have enough resources available to fulfill "
+        "the request.",
+        "another zone",
+    ),
+    "reservation-wrong-zone": (
+        "ERROR: (gcloud.beta.container.node-pools.create) ResponseError: code=400, "
+        "message=Reservation is incorrect for the requested resources.",
+        "--node-locations",
+    ),
+    "nodepool-already-exists": (
+        "ERROR: (gcloud.container.node-pools.create) ResponseError: code=409, message=Already "
+        "exists: projects/p/locations/us-central1/clusters/c/nodePools/np-tpu7x-64.",
+        "node-pools delete np-tpu7x-64 ",
+    ),
+    "tpu7x-placement-invalid": (
+        "ERROR: (gcloud.container.node-pools.create) INVALID_ARGUMENT: --placement-type "
+        "COMPACT is not supported with machine type tpu7x-standard-4t",
+        "workload-policy",
+    ),
+    "nodepool-machine-type": (
+        "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, message=Machine "
+        "type with name 'ct7x-4x4x8' does not exist in zone 'us-central1-ai1a'.",
+        "tpu7x-standard-4t",
+    ),
+    "xpk-memory-limit": (
+        "AttributeError: 'Namespace' object has no attribute 'memory_limit'",
+        "gcloud beta container node-pools create",
+    ),
+    "gcp-quota": (
+        "ERROR: (gcloud.compute.tpus.tpu-vm.create) Quota 'TPUS_PER_TPU_FAMILY' exceeded. "
+        "Limit: 0.0 in region us-east5.",
+        "Request more TPUS_PER_TPU_FAMILY for region us-east5 (Console → IAM & Admin → "
+        "Quotas; limit now 0.0)",
+    ),
+    "gcsfuse-mount": (
+        'Warning  FailedMount  55s  kubelet  MountVolume.SetUp failed for volume "gcs-fuse-csi-'
+        'ephemeral" : rpc error: code = PermissionDenied desc = the sidecar container failed '
+        "with error: mountWithArgs: mountWithStorageHandle",
+        "GcsFuseCsiDriver=ENABLED",
+    ),
+    "preempted-or-maintenance": (
+        "ERROR: TPU t1 in zone us-central2-b is PREEMPTED; the workers lost their slice",
+        "enable_checkpointing=true",
+    ),
+    "sharding-generic": (
+        "jax._src.sharding_impls.IndivisibleError: NamedSharding(mesh=Mesh('fsdp': 3), "
+        "spec=PartitionSpec('fsdp',)) is not divisible for this array",
+        "allow_split_physical_axes=true",
+    ),
+    "nodepool-create-rejected": (
+        "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, message=Node "
+        "pools of this cluster must be in zone us-central1-a.",
+        "tpu-trainer slice",
+    ),
+    "xpk-error": (
+        "[XPK] Cluster demo does not exist in us-central1, Exiting XPK",
+        "--dry-run",
+    ),
+    "gcs-permission": (
+        "google.api_core.exceptions.Forbidden: 403 POST https://storage.googleapis.com/upload/"
+        "storage/v1/b/demo/o: trainer@p.iam.gserviceaccount.com does not have "
+        "storage.objects.create access to the Google Cloud Storage object.",
+        "roles/storage.objectAdmin",
+    ),
+}
+
+
+def test_unit_every_signature_has_an_example_or_a_corpus_text() -> None:
+    covered = set(EXAMPLES) | {
+        m.signature for entry in load_corpus(CORPUS) for m in diagnose(entry.text.splitlines())
+    }
+    assert {s.id for s in signatures()} <= covered
+
+
+@pytest.mark.parametrize("signature", sorted(EXAMPLES))
+def test_unit_example_is_found_by_its_signature_alone(signature: str) -> None:
+    text, expected = EXAMPLES[signature]
+    matches = diagnose(text.split("\n"))
+    assert ids(matches) == [signature]
+    (m,) = matches
+    assert m.line == 1
+    assert m.severity == by_id(signature).severity
+    assert expected in m.fix, m.fix
+    assert not re.search(r"\{[A-Za-z_]\w*\}", m.cause + m.fix), "unfilled placeholder"
+
+
+def test_unit_catalog_is_well_formed() -> None:
+    names = [s.id for s in signatures()]
+    assert len(names) == len(set(names))
+    assert len(signatures()) >= 70
+    family_ids = {f.id for f in families()}
+    assert len(family_ids) >= 17
+    for sig in signatures():
+        assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", sig.id), sig.id
+        assert sig.family in family_ids, sig.id
+        assert sig.severity in ("fatal", "warning")
+        assert sig.specificity in (1, 2, 3)
+        assert sig.needles and all(n == n.lower() and n for n in sig.needles), sig.id
+        assert sig.title and sig.cause and sig.fix and sig.source
+        assert sig.source.startswith(("seed ", "shared design", "https://")), sig.id
+
+
+def test_unit_issue_sourced_signatures_cite_public_issues() -> None:
+    urls = {
+        url
+        for sig in signatures()
+        for url in re.findall(r"https://github\.com/\S+/(?:issues|pull)/\d+", sig.source)
+    }
+    issue_signatures = [s for s in signatures() if "https://github.com/" in s.source]
+    assert len(issue_signatures) >= 12
+    assert len(urls) >= 12
