@@ -19,6 +19,7 @@ from tpu_trainer.app.planning import Request, plan_with_config
 from tpu_trainer.app.services import recording_services
 from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.provision import CapacityError
 from tpu_trainer.launchers.gke.run import GkeRun
 from tpu_trainer.plan.plan import PlanOptions
@@ -130,7 +131,7 @@ def _dead_run(tmp_path: Path, run_id: str) -> None:
         run_id,
         model="m",
         request="r",
-        launcher="xpk",
+        launcher=LaunchPath.XPK,
         device_type="tpu7x-4x4x4",
         precision="bf16",
         project="demo-project",

@@ -30,6 +30,7 @@ from tpu_trainer.frameworks.hf.program import HfSettings, hf_program, render_tra
 from tpu_trainer.frameworks.hf.runtime import install_hf
 from tpu_trainer.frameworks.hf.train_script import SCRIPT_NAME
 from tpu_trainer.infra.runner import SubprocessRunner
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.metrics.summary import summarize
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.db import RunStatus, RunStore
@@ -272,7 +273,7 @@ def test_the_script_trains_a_tiny_llama_on_cpu_and_its_log_is_stored_as_a_run(
         "hf0cpu01",
         model="tiny-llama",
         request="train_hf.py --cpu",
-        launcher="local",
+        launcher=LaunchPath.LOCAL,
         device_type="cpu-1",
         precision=Precision.BF16.value,
         project=None,

@@ -20,6 +20,7 @@ from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
 from tpu_trainer.fakecloud.ray_k8s import configure_ray
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.kuberay.manifests import RaySettings
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.ray.follow import Deadlines
@@ -202,7 +203,7 @@ def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
         RUN_ID,
         model="m",
         request="r",
-        launcher="kuberay",
+        launcher=LaunchPath.KUBERAY,
         device_type="tpu7x-4x4x4",
         precision="bf16",
         project="demo-project",

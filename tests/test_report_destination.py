@@ -22,6 +22,7 @@ from tpu_trainer.app.results import (
 )
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import RunMode, RunStatus, RunStore, StepRow
 
@@ -75,7 +76,7 @@ def _record(
         RUN,
         model=plan.model,
         request="r",
-        launcher="xpk",
+        launcher=LaunchPath.XPK,
         device_type=plan.slice.device_type,
         precision=plan.precision.value,
         project=None,

@@ -10,6 +10,7 @@ import pytest
 
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.store.db import (
     LIVE_STATES,
     ResourceState,
@@ -32,7 +33,7 @@ def _run(store: RunStore, run_id: str = "a1b2c3d4") -> None:
         run_id,
         model="m",
         request="r",
-        launcher="xpk",
+        launcher=LaunchPath.XPK,
         device_type="tpu7x-4x4x8",
         precision="bf16",
         project="p",

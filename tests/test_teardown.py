@@ -25,6 +25,7 @@ from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.app.services import Services, recording_services
 from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
@@ -231,7 +232,7 @@ def test_a_damaged_store_is_refused_clearly_and_gc_still_cleans_from_what_is_rea
             f"filler{i:02d}",
             model="m",
             request=f"FILLER-{i:02d}-" + "x" * 1500,
-            launcher="xpk",
+            launcher=LaunchPath.XPK,
             device_type="tpu7x-4x4x4",
             precision="bf16",
             project=None,
@@ -352,7 +353,7 @@ def test_a_ctrl_c_right_after_the_first_is_said_and_ignored_and_the_teardown_fin
         "r1",
         model="m",
         request="r",
-        launcher="local",
+        launcher=LaunchPath.LOCAL,
         device_type="cpu-1",
         precision="bf16",
         project=None,

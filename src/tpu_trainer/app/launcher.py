@@ -62,7 +62,7 @@ class Launcher(ABC):
             self.run_id,
             model=record.model,
             request=self.request,
-            launcher=self.launch_path.value,
+            launcher=self.launch_path,
             device_type=record.device_type,
             precision=record.precision,
             project=record.project,

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.store.file import RunMode, StoreFile
 
 _TAIL = 4000
@@ -29,7 +30,7 @@ class RunRow:
     id: str
     model: str
     request: str
-    launcher: str
+    launcher: LaunchPath
     device_type: str
     precision: str
     status: RunStatus
@@ -68,7 +69,7 @@ class RunsTable(StoreFile):
         *,
         model: str,
         request: str,
-        launcher: str,
+        launcher: LaunchPath,
         device_type: str,
         precision: str,
         project: str | None,
@@ -221,7 +222,7 @@ def _run_row(r: Sequence[Any]) -> RunRow:
         r[0],
         r[1],
         r[2],
-        r[3],
+        LaunchPath(r[3]),
         r[4],
         r[5],
         RunStatus(r[6]),
