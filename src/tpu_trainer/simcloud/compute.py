@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import ApiError, Call
+from tpu_trainer.simcloud.server import ApiError, Call, Clock
 
-Clock = Callable[[], float]
 _BASE = "https://www.googleapis.com/compute/beta/"
 
 

@@ -13,24 +13,9 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import ApiError, Call
-
-Clock = Callable[[], float]
-
-# google.rpc.Code numbers, as GKE puts them in an operation's ``error.code``.
-RPC_CODES = {
-    "INVALID_ARGUMENT": 3,
-    "NOT_FOUND": 5,
-    "ALREADY_EXISTS": 6,
-    "PERMISSION_DENIED": 7,
-    "RESOURCE_EXHAUSTED": 8,
-    "FAILED_PRECONDITION": 9,
-    "INTERNAL": 13,
-    "UNAVAILABLE": 14,
-}
+from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call, Clock, utc_timestamp
 
 
 @dataclass(frozen=True)
@@ -71,10 +56,6 @@ class _Pool:
 class _Operation:
     body: JsonObject
     done_at: float
-
-
-def _now_text(clock_value: float) -> str:
-    return datetime.fromtimestamp(clock_value, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -229,7 +210,7 @@ class Gke:
                 "selfLink": f"https://container.googleapis.com/v1beta1/projects/{project}"
                 f"/locations/{location}/operations/{name}",
                 "targetLink": f"https://container.googleapis.com/v1beta1/{target}",
-                "startTime": _now_text(now),
+                "startTime": utc_timestamp(now),
             },
             done_at=now,
         )
@@ -247,7 +228,7 @@ class Gke:
         for op in self._ops.values():
             if op.body["status"] == "RUNNING" and op.done_at <= now:
                 op.body["status"] = "DONE"
-                op.body["endTime"] = _now_text(now)
+                op.body["endTime"] = utc_timestamp(now)
 
     def _finish_create(self, pool: _Pool, now: float) -> None:
         failure = pool.plan.failure
@@ -265,7 +246,7 @@ class Gke:
         op["clusterConditions"] = [condition]
         op["nodepoolConditions"] = []
         op["status"] = "DONE"
-        op["endTime"] = _now_text(now)
+        op["endTime"] = utc_timestamp(now)
 
     def _pool_view(self, pool: _Pool) -> JsonObject:
         view = dict(pool.body)

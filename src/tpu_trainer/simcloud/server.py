@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -43,6 +44,27 @@ _REASONS = {
     500: "backendError",
     501: "notImplemented",
 }
+
+
+Clock = Callable[[], float]
+"""Seconds since the epoch, as the scenario says it is (``time.time`` for real time)."""
+
+# google.rpc.Code numbers, as long-running operations carry them in ``error.code``.
+RPC_CODES = {
+    "INVALID_ARGUMENT": 3,
+    "NOT_FOUND": 5,
+    "ALREADY_EXISTS": 6,
+    "PERMISSION_DENIED": 7,
+    "RESOURCE_EXHAUSTED": 8,
+    "FAILED_PRECONDITION": 9,
+    "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+}
+
+
+def utc_timestamp(value: float) -> str:
+    """RFC 3339 in UTC with microseconds, as GKE and Cloud TPU write times."""
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ApiError(Exception):

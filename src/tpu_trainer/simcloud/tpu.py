@@ -14,13 +14,9 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.gke import RPC_CODES
-from tpu_trainer.simcloud.server import ApiError, Call
-
-Clock = Callable[[], float]
+from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call, Clock, utc_timestamp
 
 
 @dataclass(frozen=True)
@@ -38,10 +34,6 @@ Decide = Callable[[str, JsonObject], TpuPlan]
 
 def _fine(_parent: str, _body: JsonObject) -> TpuPlan:
     return TpuPlan()
-
-
-def _time(value: float) -> str:
-    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -124,7 +116,7 @@ class Tpu:
 
     def _add_node(self, path: str, body: JsonObject, plan: TpuPlan, op: str, ready: float) -> None:
         view = {k: v for k, v in body.items() if k not in ("state", "networkEndpoints")}
-        view.update(name=path, createTime=_time(self.clock()), apiVersion="V2")
+        view.update(name=path, createTime=utc_timestamp(self.clock()), apiVersion="V2")
         self._nodes[path] = _Node(view, ready, plan, op)
 
     def _node_delete(self, call: Call) -> JsonObject:
@@ -174,7 +166,7 @@ class Tpu:
         body = dict(call.body or {})
         plan = self.decide(parent, body)
         now = self.clock()
-        self._queued[path] = {**body, "name": path, "createTime": _time(now),
+        self._queued[path] = {**body, "name": path, "createTime": utc_timestamp(now),
                               "state": {"state": "ACCEPTED"}}  # fmt: skip
         self._queued_times[path] = (now + plan.wait_seconds, now + plan.create_seconds, plan)
         op = self._new_operation(parent, path, "create", 0.0)
@@ -215,7 +207,7 @@ class Tpu:
             "done": False,
             "metadata": {
                 "@type": "type.googleapis.com/google.cloud.common.OperationMetadata",
-                "createTime": _time(now),
+                "createTime": utc_timestamp(now),
                 "target": target,
                 "verb": verb,
                 "apiVersion": "v2",
