@@ -1,14 +1,32 @@
-"""Cloud TPU hardware facts, as data.
+"""Cloud TPU hardware facts, one row per TPU family, loaded once from ``accelerators.yaml``.
 
-One row per TPU family. Numbers are per chip unless a name says otherwise.
-Sources: Cloud TPU documentation, xpk's system characteristics, and XLA's own
-usable-HBM figures as printed by MaxText's AOT compiler.
+Numbers are per chip unless a name says otherwise. The table is read and checked when this
+module is imported: :data:`ACCELERATORS` and the prefix aliases are plain values from then on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from enum import StrEnum
+
+from tpu_trainer.catalog.data_file import (
+    DataFileError,
+    flag,
+    integer,
+    mapping,
+    number,
+    only_keys,
+    optional_number,
+    optional_text,
+    parse_mapping,
+    read_packaged,
+    string_set,
+    strings,
+    text,
+)
+
+ACCELERATORS_FILE = "accelerators.yaml"
 
 
 class Family(StrEnum):
@@ -88,225 +106,141 @@ class Accelerator:
         return self.peak_tflops.get(precision, self.peak_tflops.get(Precision.BF16, 0.0))
 
 
-_SMALL_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
-
-# xpk's preferred large topologies (v5p lacks 16x16x32)
-_LARGE_3D_DEFAULTS = frozenset(
-    {
-        "4x8x8",
-        "4x8x12",
-        "4x8x20",
-        "4x8x28",
-        "4x8x44",
-        "4x8x52",
-        "4x8x68",
-        "4x8x76",
-        "4x8x92",
-        "4x8x116",
-        "4x8x124",
-        "4x12x12",
-        "4x12x20",
-        "4x12x28",
-        "4x12x44",
-        "4x12x52",
-        "4x12x68",
-        "4x12x76",
-        "4x20x20",
-        "4x20x28",
-        "4x20x44",
-        "4x28x28",
-        "8x8x8",
-        "8x8x12",
-        "8x8x16",
-        "8x8x20",
-        "8x8x28",
-        "8x8x44",
-        "8x8x52",
-        "8x8x68",
-        "8x8x76",
-        "8x8x92",
-        "8x12x12",
-        "8x12x16",
-        "8x12x20",
-        "8x12x28",
-        "8x12x44",
-        "8x12x52",
-        "8x16x16",
-        "8x16x20",
-        "8x16x28",
-        "8x16x44",
-        "8x20x20",
-        "8x20x28",
-        "12x12x12",
-        "12x12x16",
-        "12x12x20",
-        "12x12x24",
-        "12x12x28",
-        "12x12x36",
-        "12x16x16",
-        "12x16x20",
-        "12x16x24",
-        "12x16x28",
-        "12x20x20",
-        "12x20x24",
-        "12x24x24",
-        "16x16x16",
-        "16x16x20",
-        "16x16x24",
-        "16x16x32",
-        "16x20x28",
-        "16x24x24",
-    }
+_TOPOLOGY_KEYS = frozenset(
+    {"dims", "listed", "cube_max", "nondecreasing", "number_form_defaults", "number_form_except"}
 )
-_V5P_DEFAULTS = _LARGE_3D_DEFAULTS - {"16x16x32"}
-_V4_DEFAULTS = frozenset({"4x8x8", "8x8x8", "8x8x12", "8x8x16", "8x16x16"})
+_ACCELERATOR_KEYS = frozenset(f.name for f in fields(Accelerator)) - {"family"}
 
-ACCELERATORS: dict[Family, Accelerator] = {
-    Family.V7: Accelerator(
-        family=Family.V7,
-        name="TPU v7 (Ironwood)",
-        xpk_prefix="tpu7x",
-        xpk_number_counts_tensorcores=True,
-        tensorcores_per_chip=2,
-        jax_devices_per_chip=2,
-        chips_per_host=4,
-        hbm_gb_per_chip=192,
-        usable_hbm_gib_per_device=94.74,
-        peak_tflops={Precision.BF16: 2307.0, Precision.FP8: 4614.0},
-        gke_accelerator="tpu7x",
-        machine_type="tpu7x-standard-4t",
-        machine_type_single_chip="tpu7x-standard-1t",
-        other_machine_types=("tpu7x-ultranet-4t",),
-        multi_host_needs_workload_policy=True,
-        tpu_vm_runtime=None,
-        topology=TopologyRule(
-            dims=3,
-            listed=("1x1x1", *_SMALL_3D),
-            cube_max=144,
-            number_form_defaults=_LARGE_3D_DEFAULTS,
-        ),
-    ),
-    Family.V6E: Accelerator(
-        family=Family.V6E,
-        name="TPU v6e (Trillium)",
-        xpk_prefix="v6e",
-        xpk_number_counts_tensorcores=False,
-        tensorcores_per_chip=1,
-        jax_devices_per_chip=1,
-        chips_per_host=4,
-        hbm_gb_per_chip=32,
-        usable_hbm_gib_per_device=31.24,
-        peak_tflops={Precision.BF16: 918.0, Precision.FP8: 1836.0},
-        gke_accelerator="tpu-v6e-slice",
-        machine_type="ct6e-standard-4t",
-        machine_type_single_chip="ct6e-standard-1t",
-        other_machine_types=(),
-        multi_host_needs_workload_policy=False,
-        tpu_vm_runtime="v2-alpha-tpuv6e",
-        topology=TopologyRule(
-            dims=2, listed=("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
-        ),
-    ),
-    Family.V5P: Accelerator(
-        family=Family.V5P,
-        name="TPU v5p",
-        xpk_prefix="v5p",
-        xpk_number_counts_tensorcores=True,
-        tensorcores_per_chip=2,
-        jax_devices_per_chip=1,
-        chips_per_host=4,
-        hbm_gb_per_chip=95,
-        usable_hbm_gib_per_device=None,
-        peak_tflops={Precision.BF16: 459.0, Precision.FP8: 918.0},
-        gke_accelerator="tpu-v5p-slice",
-        machine_type="ct5p-hightpu-4t",
-        machine_type_single_chip=None,
-        other_machine_types=(),
-        multi_host_needs_workload_policy=False,
-        tpu_vm_runtime="v2-alpha-tpuv5",
-        topology=TopologyRule(
-            dims=3, listed=_SMALL_3D, cube_max=140, number_form_defaults=_V5P_DEFAULTS
-        ),
-    ),
-    Family.V5E: Accelerator(
-        family=Family.V5E,
-        name="TPU v5e",
-        xpk_prefix="v5litepod",
-        xpk_number_counts_tensorcores=False,
-        tensorcores_per_chip=1,
-        jax_devices_per_chip=1,
-        chips_per_host=4,
-        hbm_gb_per_chip=16,
-        usable_hbm_gib_per_device=None,
-        peak_tflops={Precision.BF16: 197.0, Precision.FP8: 394.0},
-        gke_accelerator="tpu-v5-lite-podslice",
-        machine_type="ct5lp-hightpu-4t",
-        machine_type_single_chip=None,
-        other_machine_types=(),
-        multi_host_needs_workload_policy=False,
-        tpu_vm_runtime="v2-alpha-tpuv5-lite",
-        topology=TopologyRule(dims=2, listed=("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")),
-    ),
-    Family.V4: Accelerator(
-        family=Family.V4,
-        name="TPU v4",
-        xpk_prefix="v4",
-        xpk_number_counts_tensorcores=True,
-        tensorcores_per_chip=2,
-        jax_devices_per_chip=1,
-        chips_per_host=4,
-        hbm_gb_per_chip=32,
-        usable_hbm_gib_per_device=None,
-        peak_tflops={Precision.BF16: 275.0},
-        gke_accelerator="tpu-v4-podslice",
-        machine_type="ct4p-hightpu-4t",
-        machine_type_single_chip=None,
-        other_machine_types=(),
-        multi_host_needs_workload_policy=False,
-        tpu_vm_runtime="tpu-ubuntu2204-base",
-        topology=TopologyRule(
-            dims=3,
-            listed=_SMALL_3D,
-            cube_max=64,
-            nondecreasing=False,
-            number_form_defaults=_V4_DEFAULTS,
-        ),
-    ),
-}
 
-ACCELERATORS[Family.CPU] = Accelerator(
-    family=Family.CPU,
-    name="CPU (local)",
-    xpk_prefix="cpu",
-    xpk_number_counts_tensorcores=False,
-    tensorcores_per_chip=1,
-    jax_devices_per_chip=1,
-    chips_per_host=1,
-    hbm_gb_per_chip=0,
-    usable_hbm_gib_per_device=None,
-    peak_tflops={},
-    gke_accelerator="",
-    machine_type="",
-    machine_type_single_chip=None,
-    other_machine_types=(),
-    multi_host_needs_workload_policy=False,
-    tpu_vm_runtime=None,
-    topology=TopologyRule(dims=1, listed=("1",)),
-)
+@dataclass(frozen=True, slots=True)
+class AcceleratorTable:
+    """What ``accelerators.yaml`` holds, checked."""
 
-_PREFIX_ALIASES: dict[str, Family] = {
-    "tpu7x": Family.V7,
-    "v7": Family.V7,
-    "v7x": Family.V7,
-    "ironwood": Family.V7,
-    "v6e": Family.V6E,
-    "trillium": Family.V6E,
-    "v5p": Family.V5P,
-    "v5litepod": Family.V5E,
-    "v5e": Family.V5E,
-    "v4": Family.V4,
-    "cpu": Family.CPU,
-}
+    accelerators: dict[Family, Accelerator]
+    """Every family, in the file's order."""
+    prefix_aliases: dict[str, Family]
+    """Lower-case xpk prefixes and common names → family."""
+
+
+def _family(where: str, value: object) -> Family:
+    try:
+        return Family(str(value))
+    except ValueError:
+        known = ", ".join(f.value for f in Family)
+        raise DataFileError(f"{where}: {value!r} is not a family (known: {known})") from None
+
+
+def _entry(where: str, raw: object, allowed: frozenset[str]) -> Mapping[str, object]:
+    if not isinstance(raw, dict):
+        raise DataFileError(f"{where}: must be a mapping of {', '.join(sorted(allowed))}")
+    only_keys(where, raw, allowed)
+    return raw
+
+
+def _topology(where: str, raw: object, sets: Mapping[str, frozenset[str]]) -> TopologyRule:
+    row = _entry(where, raw, _TOPOLOGY_KEYS)
+    defaults: frozenset[str] = frozenset()
+    if "number_form_defaults" in row:
+        named = text(where, row, "number_form_defaults")
+        if named not in sets:
+            raise DataFileError(
+                f"{where}: number_form_defaults {named!r} is not a number_form_sets entry"
+            )
+        lacking = (
+            string_set(where, row, "number_form_except")
+            if "number_form_except" in row
+            else frozenset()
+        )
+        if lacking - sets[named]:
+            raise DataFileError(
+                f"{where}: number_form_except lists {', '.join(sorted(lacking - sets[named]))}, "
+                f"not in {named}"
+            )
+        defaults = sets[named] - lacking
+    elif "number_form_except" in row:
+        raise DataFileError(f"{where}: number_form_except needs number_form_defaults")
+    return TopologyRule(
+        dims=integer(where, row, "dims", minimum=1),
+        listed=strings(where, row, "listed"),
+        cube_max=integer(where, row, "cube_max") if "cube_max" in row else 0,
+        nondecreasing=flag(where, row, "nondecreasing", default=True),
+        number_form_defaults=defaults,
+    )
+
+
+def _peak_tflops(where: str, raw: Mapping[str, object]) -> dict[Precision, float]:
+    peaks = mapping(where, raw, "peak_tflops")
+    out: dict[Precision, float] = {}
+    for key in peaks:
+        try:
+            precision = Precision(key)
+        except ValueError:
+            known = ", ".join(p.value for p in Precision)
+            raise DataFileError(f"{where}: peak_tflops.{key}: not a precision ({known})") from None
+        out[precision] = number(f"{where}: peak_tflops", peaks, key)
+    return out
+
+
+def _accelerator(
+    where: str, family: Family, raw: object, sets: Mapping[str, frozenset[str]]
+) -> Accelerator:
+    row = _entry(where, raw, _ACCELERATOR_KEYS)
+    return Accelerator(
+        family=family,
+        name=text(where, row, "name"),
+        xpk_prefix=text(where, row, "xpk_prefix"),
+        xpk_number_counts_tensorcores=flag(where, row, "xpk_number_counts_tensorcores"),
+        tensorcores_per_chip=integer(where, row, "tensorcores_per_chip", minimum=1),
+        jax_devices_per_chip=integer(where, row, "jax_devices_per_chip", minimum=1),
+        chips_per_host=integer(where, row, "chips_per_host", minimum=1),
+        hbm_gb_per_chip=integer(where, row, "hbm_gb_per_chip"),
+        usable_hbm_gib_per_device=optional_number(where, row, "usable_hbm_gib_per_device"),
+        peak_tflops=_peak_tflops(where, row),
+        gke_accelerator=text(where, row, "gke_accelerator", empty=True),
+        machine_type=text(where, row, "machine_type", empty=True),
+        machine_type_single_chip=optional_text(where, row, "machine_type_single_chip"),
+        other_machine_types=strings(where, row, "other_machine_types"),
+        multi_host_needs_workload_policy=flag(where, row, "multi_host_needs_workload_policy"),
+        tpu_vm_runtime=optional_text(where, row, "tpu_vm_runtime"),
+        topology=_topology(f"{where}.topology", row.get("topology"), sets),
+    )
+
+
+def load_accelerators(text_: str, name: str = ACCELERATORS_FILE) -> AcceleratorTable:
+    """Parse and check an accelerators document: every family once, every alias a family."""
+    doc = parse_mapping(text_, name)
+    only_keys(name, doc, frozenset({"number_form_sets", "accelerators", "prefix_aliases"}))
+    raw_sets = mapping(name, doc, "number_form_sets")
+    sets = {k: string_set(f"{name}: number_form_sets", raw_sets, k) for k in raw_sets}
+    accelerators: dict[Family, Accelerator] = {}
+    for key, raw in mapping(name, doc, "accelerators").items():
+        where = f"{name}: accelerators.{key}"
+        family = _family(where, key)
+        accelerators[family] = _accelerator(where, family, raw, sets)
+    missing = [f.value for f in Family if f not in accelerators]
+    if missing:
+        raise DataFileError(f"{name}: accelerators: {', '.join(missing)} missing")
+    aliases: dict[str, Family] = {}
+    for alias, value in mapping(name, doc, "prefix_aliases").items():
+        where = f"{name}: prefix_aliases.{alias}"
+        if alias != alias.lower():
+            raise DataFileError(f"{where}: must be lower case (prefixes are matched so)")
+        aliases[alias] = _family(where, value)
+    for acc in accelerators.values():
+        if aliases.get(acc.xpk_prefix) is not acc.family:
+            raise DataFileError(
+                f"{name}: prefix_aliases.{acc.xpk_prefix} must name {acc.family.value} "
+                "(every xpk_prefix is an alias of its own family)"
+            )
+    return AcceleratorTable(accelerators, aliases)
+
+
+_TABLE = load_accelerators(read_packaged(__package__ or "", ACCELERATORS_FILE))
+
+ACCELERATORS: dict[Family, Accelerator] = _TABLE.accelerators
+"""Every family's facts, CPU included."""
+
+_PREFIX_ALIASES: Mapping[str, Family] = _TABLE.prefix_aliases
 
 
 def family_from_prefix(prefix: str) -> Family | None:

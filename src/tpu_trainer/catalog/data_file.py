@@ -56,12 +56,17 @@ def strings(where: str, raw: Mapping[str, object], key: str) -> tuple[str, ...]:
     return tuple(cast(list[str], value))
 
 
-def string_set(where: str, raw: Mapping[str, object], key: str) -> frozenset[str]:
+def unique_strings(where: str, raw: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """A list of non-empty strings, none of them twice, in the file's order."""
     found = strings(where, raw, key)
     doubled = sorted({v for v in found if found.count(v) > 1})
     if doubled:
         raise DataFileError(f"{where}: {key} lists {', '.join(doubled)} twice")
-    return frozenset(found)
+    return found
+
+
+def string_set(where: str, raw: Mapping[str, object], key: str) -> frozenset[str]:
+    return frozenset(unique_strings(where, raw, key))
 
 
 def text_map(where: str, raw: Mapping[str, object], key: str) -> dict[str, str]:
@@ -82,3 +87,34 @@ def number(where: str, raw: Mapping[str, object], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DataFileError(f"{where}: {key} must be a number")
     return float(value)
+
+
+def flag(where: str, raw: Mapping[str, object], key: str, *, default: bool | None = None) -> bool:
+    """A true/false value (``default`` when the key is absent and a default is given)."""
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise DataFileError(f"{where}: {key} must be true or false")
+    return value
+
+
+def optional_text(where: str, raw: Mapping[str, object], key: str) -> str | None:
+    """A non-empty string, or null (the key must be written either way)."""
+    if key in raw and raw[key] is None:
+        return None
+    return text(where, raw, key)
+
+
+def optional_number(where: str, raw: Mapping[str, object], key: str) -> float | None:
+    """A number, or null (the key must be written either way)."""
+    if key in raw and raw[key] is None:
+        return None
+    return number(where, raw, key)
+
+
+def only_keys(where: str, raw: Mapping[str, object], allowed: frozenset[str]) -> None:
+    """Refuse keys outside ``allowed`` (a misspelt key would otherwise be ignored)."""
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise DataFileError(
+            f"{where}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(allowed))})"
+        )

@@ -3,7 +3,8 @@
 Each ``derive`` named in ``error_families.yaml`` is a pure function here: it takes the match's
 named groups and returns extra ``{placeholders}`` (a memory ratio, a sharding split, the name of a
 mesh axis, the MaxText key the user probably meant). :data:`DERIVES` lists them with the names
-they add, so the catalog loader can check every placeholder of a fix.
+they add, so the catalog loader can check every placeholder of a fix. The tables they read (the
+mesh axes, key renames, common MaxText keys) are loaded once from ``error_derive.yaml``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tpu_trainer.catalog.data_file import (
+    DataFileError,
+    mapping,
+    only_keys,
+    parse_mapping,
+    read_packaged,
+    unique_strings,
+)
 
 Derive = Callable[[Mapping[str, str]], dict[str, str]]
 
@@ -56,22 +67,40 @@ def sharding_split(groups: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-# MaxText 0.2.5 builds its logical mesh in this order (checked against its AOT logs: fsdp is
-# index 3, tensor index 8); older releases had no ``diloco`` axis, so their indices are one less.
-MESH_AXES = (
-    "diloco",
-    "data",
-    "stage",
-    "fsdp",
-    "fsdp_transpose",
-    "sequence",
-    "context",
-    "context_autoregressive",
-    "tensor",
-    "tensor_transpose",
-    "tensor_sequence",
-    "expert",
-)
+DERIVE_TABLES_FILE = "error_derive.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class DeriveTables:
+    """What ``error_derive.yaml`` holds, checked."""
+
+    mesh_axes: tuple[str, ...]
+    """MaxText 0.2.5's logical mesh axes, in its order (older releases lack the first)."""
+    key_renames: Mapping[str, tuple[str, ...]]
+    """Keys people pass that MaxText spells differently → MaxText's keys."""
+    common_maxtext_keys: tuple[str, ...]
+    """MaxText keys recipes and users set most: candidates for a misspelt key."""
+
+
+def load_derive_tables(text_: str, name: str = DERIVE_TABLES_FILE) -> DeriveTables:
+    """Parse and check the document (every list non-empty, no entry twice)."""
+    doc = parse_mapping(text_, name)
+    only_keys(name, doc, frozenset({"mesh_axes", "key_renames", "common_maxtext_keys"}))
+    raw_renames = mapping(name, doc, "key_renames")
+    renames = {k: unique_strings(f"{name}: key_renames", raw_renames, k) for k in raw_renames}
+    lists = {key: unique_strings(name, doc, key) for key in ("mesh_axes", "common_maxtext_keys")}
+    lists.update({f"key_renames.{k}": v for k, v in renames.items()})
+    empty = [key for key, found in lists.items() if not found]
+    if empty:
+        raise DataFileError(f"{name}: {', '.join(empty)} must list at least one key")
+    return DeriveTables(lists["mesh_axes"], renames, lists["common_maxtext_keys"])
+
+
+_TABLES = load_derive_tables(read_packaged(__package__ or "", DERIVE_TABLES_FILE))
+
+MESH_AXES = _TABLES.mesh_axes
+KEY_RENAMES: Mapping[str, tuple[str, ...]] = _TABLES.key_renames
+COMMON_MAXTEXT_KEYS = _TABLES.common_maxtext_keys
 
 
 def mesh_axis(groups: Mapping[str, str]) -> dict[str, str]:
@@ -84,118 +113,6 @@ def mesh_axis(groups: Mapping[str, str]) -> dict[str, str]:
     old = MESH_AXES[index + 1] if 0 <= index + 1 < len(MESH_AXES) else "?"
     return {"axis_name": new, "old_axis_name": old}
 
-
-# Keys people pass that MaxText spells differently. Exact renames win over fuzzy matching.
-KEY_RENAMES: Mapping[str, tuple[str, ...]] = {
-    "weight_decay": ("adam_weight_decay", "muon_weight_decay"),
-    "batch_size": ("per_device_batch_size",),
-    "seq_len": ("max_target_length",),
-    "seq_length": ("max_target_length",),
-    "max_seq_len": ("max_target_length",),
-    "max_steps": ("steps",),
-    "num_steps": ("steps",),
-    "train_steps": ("steps",),
-    "lr": ("learning_rate",),
-    "optimizer": ("opt_type",),
-    "model": ("model_name",),
-    "output_dir": ("base_output_directory",),
-    "warmup_steps": ("warmup_steps_fraction",),
-    "grad_clip": ("gradient_clipping_threshold",),
-    "max_grad_norm": ("gradient_clipping_threshold",),
-    "fsdp": ("ici_fsdp_parallelism",),
-    "tensor_parallelism": ("ici_tensor_parallelism",),
-    "tokenizer": ("tokenizer_path",),
-    "dataset": ("dataset_type", "dataset_path"),
-    "remat": ("remat_policy",),
-    "save_period": ("checkpoint_period",),
-    "eval_every": ("eval_interval",),
-}
-
-# A small list of MaxText keys recipes and users set most (all present in 0.2.5's base.yml).
-COMMON_MAXTEXT_KEYS = (
-    "run_name",
-    "model_name",
-    "base_output_directory",
-    "hardware",
-    "steps",
-    "log_period",
-    "per_device_batch_size",
-    "max_target_length",
-    "gradient_accumulation_steps",
-    "learning_rate",
-    "lr_schedule_type",
-    "warmup_steps_fraction",
-    "learning_rate_schedule_steps",
-    "opt_type",
-    "adam_b1",
-    "adam_b2",
-    "adam_eps",
-    "adam_weight_decay",
-    "muon_weight_decay",
-    "muon_beta",
-    "mu_dtype",
-    "gradient_clipping_threshold",
-    "dtype",
-    "weight_dtype",
-    "remat_policy",
-    "decoder_layer_input",
-    "scan_layers",
-    "attention",
-    "quantization",
-    "use_qwix_quantization",
-    "dataset_type",
-    "dataset_path",
-    "tokenizer_path",
-    "tokenizer_type",
-    "train_split",
-    "hf_path",
-    "packing",
-    "num_epoch",
-    "enable_data_shuffling",
-    "grain_worker_count",
-    "enable_checkpointing",
-    "async_checkpointing",
-    "checkpoint_period",
-    "max_num_checkpoints_to_keep",
-    "load_parameters_path",
-    "load_full_state_path",
-    "eval_interval",
-    "eval_steps",
-    "profiler",
-    "profiler_steps",
-    "skip_first_n_steps_for_profiler",
-    "ici_data_parallelism",
-    "ici_fsdp_parallelism",
-    "ici_fsdp_transpose_parallelism",
-    "ici_tensor_parallelism",
-    "ici_context_parallelism",
-    "ici_sequence_parallelism",
-    "ici_expert_parallelism",
-    "ici_pipeline_parallelism",
-    "dcn_data_parallelism",
-    "dcn_fsdp_parallelism",
-    "dcn_pipeline_parallelism",
-    "num_slices",
-    "allow_split_physical_axes",
-    "compile_topology",
-    "compile_topology_num_slices",
-    "skip_jax_distributed_system",
-    "override_model_config",
-    "base_emb_dim",
-    "base_mlp_dim",
-    "base_num_decoder_layers",
-    "base_num_query_heads",
-    "base_num_kv_heads",
-    "head_dim",
-    "vocab_size",
-    "num_experts",
-    "num_experts_per_tok",
-    "capacity_factor",
-    "sparse_matmul",
-    "megablox",
-    "optimizer_memory_host_offload",
-    "parameter_memory_host_offload",
-)
 
 _QUOTED_KEY = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)'")
 
