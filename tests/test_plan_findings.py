@@ -53,4 +53,5 @@ def test_the_stored_plan_carries_the_same_findings() -> None:
         assert [f["name"] for f in stored["findings"]] == [
             f.name for f in fast_findings(plan, fetch=False).findings
         ]
-    assert all(f["status"] == "pass" for f in stored["findings"])
+    # The classic recipe turns checkpointing off: only that is worth a warning.
+    assert {f["name"] for f in stored["findings"] if f["status"] != "pass"} == {"resumability"}

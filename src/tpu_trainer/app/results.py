@@ -211,6 +211,7 @@ def outcome_of(status: RunStatus, error: str | None) -> Outcome:
     return {
         RunStatus.SUCCEEDED: Outcome.SUCCEEDED,
         RunStatus.CANCELLED: Outcome.CANCELLED,
+        RunStatus.INTERRUPTED: Outcome.INTERRUPTED,
     }.get(status, Outcome.UNFINISHED)
 
 

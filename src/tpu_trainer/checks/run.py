@@ -47,7 +47,7 @@ class CheckReport:
 
 
 def _fast_checks() -> list[tuple[str, FastCheck]]:
-    from tpu_trainer.checks import data, mesh, pyconfig, sharding
+    from tpu_trainer.checks import data, mesh, pyconfig, resumability, sharding
     from tpu_trainer.checks import memory_estimate as estimate
 
     def data_check(req: MaxTextRequest, _: MaxTextConfigs, eff: Mapping[str, Any]) -> list[Finding]:
@@ -59,6 +59,7 @@ def _fast_checks() -> list[tuple[str, FastCheck]]:
         ("sharding", sharding.check_sharding),
         ("memory-fit (estimate)", estimate.check_estimate),
         ("data", data_check),
+        ("resumability", resumability.check_resumability),
     ]
 
 

@@ -3,7 +3,7 @@ on this machine's CPU (cpu-1 recipes, and any MaxText recipe scaled down)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
@@ -31,7 +31,7 @@ from tpu_trainer.report.model import ReportLang
 if TYPE_CHECKING:
     from tpu_trainer.app.outcome import RunOutcome
     from tpu_trainer.cli.services_cli import Setup
-    from tpu_trainer.plan.plan import Plan
+    from tpu_trainer.plan.plan import Finding, Plan
 
 WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
@@ -182,6 +182,7 @@ def preflight_gate(plan: Plan, request: str) -> None:
     from tpu_trainer.errors import TpuTrainerError
 
     report = fast_findings(plan)
+    _warn_resumability(report.warned)
     if not report.failed:
         return
     from tpu_trainer.checks.run import CheckReport
@@ -193,6 +194,17 @@ def preflight_gate(plan: Plan, request: str) -> None:
         fix=f"apply the fixes above (all checks: `tpu-trainer check {request}`), "
         "or pass --skip-checks to submit anyway",
     )
+
+
+def _warn_resumability(warned: Sequence[Finding]) -> None:
+    """Say before any capacity is asked when the run could not continue after an interruption."""
+    from tpu_trainer.checks.resumability import NAME
+    from tpu_trainer.cli.console import RichDisplay
+
+    display = RichDisplay()
+    for finding in warned:
+        if finding.name == NAME:
+            display.warn(f"{finding.message} (fix: {finding.fix})")
 
 
 def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -> Backend:

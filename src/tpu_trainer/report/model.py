@@ -39,6 +39,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed out"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
     UNFINISHED = "unfinished"
 
 

@@ -23,6 +23,8 @@ class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    """Ended cleanly before its last step: preempted or stopped by maintenance."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.ending import interruption_in_log, steps_of
 from tpu_trainer.app.files import write_generated
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher, RunRecord
@@ -248,6 +249,11 @@ class GkeRun(Launcher):
         verdict = wait_outcome(result.code)
         self.stages.done("follow", verdict.value)
         if verdict is WaitOutcome.SUCCEEDED:
+            cut_short = interruption_in_log(self.log_path, steps_of(plan))
+            if cut_short is not None:
+                self.store.finish_run(self.run_id, RunStatus.INTERRUPTED, cut_short)
+                self.display.warn(f"the workload exited 0 but was {cut_short}")
+                return
             self.store.finish_run(self.run_id, RunStatus.SUCCEEDED)
             return
         message = {

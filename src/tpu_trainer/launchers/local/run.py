@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.ending import interruption_in_log, steps_of
 from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
@@ -144,15 +145,23 @@ class LocalRun(Launcher):
         stages = self.stages
         self._show_scale_down(stages)
         code, fatal = self._train(stages)
-        ending = Ending(RunStatus.SUCCEEDED if code == 0 and not fatal else RunStatus.FAILED)
-        recorded = self._record_results(stages, self.cpu_plan, ending)
+        cut_short = None
+        if code == 0 and not fatal:
+            cut_short = interruption_in_log(self.run_dir / "worker0.log", steps_of(self.cpu_plan))
+        status = RunStatus.SUCCEEDED
+        if fatal or code != 0:
+            status = RunStatus.FAILED
+        elif cut_short is not None:
+            status = RunStatus.INTERRUPTED
+        recorded = self._record_results(stages, self.cpu_plan, Ending(status, cut_short))
         if recorded is not None:
             outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
         if fatal:
             outcome.error = f"{fatal[0].title}: {fatal[0].excerpt} — fix: {fatal[0].fix}"
         elif code != 0:
             outcome.error = f"MaxText exited with {code}"
-        status = RunStatus.SUCCEEDED if outcome.error is None else RunStatus.FAILED
+        else:
+            outcome.error = cut_short
         self.store.finish_run(self.run_id, status, outcome.error)
 
     # ---- steps ---------------------------------------------------------------------------
