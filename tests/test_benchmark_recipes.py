@@ -165,7 +165,7 @@ def test_pins_and_invocations_are_read_in_both_forms() -> None:
     assert call.subcommand == ""
     assert call.options["zone"].reference == "ZONE"
     assert call.options["base_docker_image"].text == "img"
-    with pytest.raises(RecipeError, match="no `python3 -m benchmarks.benchmark_runner`"):
+    with pytest.raises(RecipeError, match=r"no `python3 -m benchmarks\.benchmark_runner`"):
         find_invocation("```\necho hi\n```\n", "README.md", markdown=True)
 
 
@@ -187,5 +187,5 @@ def test_a_folder_with_several_runner_scripts_asks_which(tmp_path: Path) -> None
 
 
 def test_a_malformed_data_file_names_the_key() -> None:
-    with pytest.raises(DataFileError, match="revisions.r1: runner must be a mapping"):
+    with pytest.raises(DataFileError, match=r"revisions\.r1: runner must be a mapping"):
         parse_revisions("revisions:\n  r1:\n    commit: ''\n")
