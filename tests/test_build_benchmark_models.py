@@ -151,3 +151,33 @@ def test_the_pod_command_of_a_plain_xpk_run() -> None:
         "run_name={run_name}",
     ]
     assert command["libtpu_install"] == ""
+
+
+def test_bash_hands_the_runner_what_the_reader_reads(tmp_path: Path) -> None:
+    verify = _tool("verify_runner_with_bash")
+    root = Path(__file__).resolve().parent / "fixtures" / "recipes"
+    found = verify.runner_recipes(root)
+    assert len(found) == 6
+    bin_dir = verify.make_bin(tmp_path, sys.executable)
+    bash = "/bin/bash"
+    for n, path in enumerate(found):
+        work = tmp_path / f"w{n}"
+        work.mkdir()
+        ok, line = verify.check_runner_recipe(path, path.name, bash, bin_dir, work, 30)
+        assert ok, line
+        assert "reads as" in line
+
+
+def test_a_reading_that_differs_from_bash_is_reported(tmp_path: Path) -> None:
+    verify = _tool("verify_runner_with_bash")
+    script = tmp_path / "x.sh"
+    # bash splits the unquoted value; the reader keeps words as written, so the two differ
+    script.write_text(
+        "M='a b'\npython3 -m benchmarks.benchmark_runner xpk --model_name=$M --zone=z\n"
+    )
+    work = tmp_path / "w"
+    work.mkdir()
+    bin_dir = verify.make_bin(tmp_path, sys.executable)
+    ok, line = verify.check_runner_recipe(script, "x.sh", "/bin/bash", bin_dir, work, 30)
+    assert not ok
+    assert line.startswith("MISMATCH x.sh")
