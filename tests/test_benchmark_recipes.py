@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES, GOLDEN, RECIPES_ROOT, at_recipes_root, check_golden, plan_for
+from test_scripts import _run_submit
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.catalog.data_file import DataFileError
 from tpu_trainer.errors import InputError, RecipeError
-from tpu_trainer.plan.scripts import render_submit
+from tpu_trainer.plan.scripts import render_submit, submitted_argv
 from tpu_trainer.recipes.benchmark_invocation import find_invocation, pinned_revision
 from tpu_trainer.recipes.benchmark_models import find_revision, parse_revisions, revisions
 from tpu_trainer.recipes.benchmark_recipe import benchmark_recipe
@@ -189,3 +191,21 @@ def test_a_folder_with_several_runner_scripts_asks_which(tmp_path: Path) -> None
 def test_a_malformed_data_file_names_the_key() -> None:
     with pytest.raises(DataFileError, match=r"revisions\.r1: runner must be a mapping"):
         parse_revisions("revisions:\n  r1:\n    commit: ''\n")
+
+
+@pytest.mark.parametrize("relative", [SINGLE, MULTI, FIRST_FORM, V5P])
+def test_submit_script_hands_the_pod_the_planned_arguments_and_flags(
+    relative: str, tmp_path: Path, fake_bin: Path
+) -> None:
+    plan = plan_for(relative)
+    code, calls, err = _run_submit(plan, tmp_path, fake_bin, {})
+    assert code == 0, err
+    assert calls == [submitted_argv(plan)]
+    command = next(a for a in calls[0] if a.startswith("--command=")).removeprefix("--command=")
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    words = list(lexer)
+    start = words.index("MaxText/configs/base.yml") + 1
+    assert words[start:] == [plan.expand(a) for a in plan.program_arg_texts]
+    libtpu = next(w for w in words if w.startswith("LIBTPU_INIT_ARGS="))
+    assert libtpu.removeprefix("LIBTPU_INIT_ARGS=").split() == list(plan.xla_flags)
