@@ -209,3 +209,30 @@ def test_submit_script_hands_the_pod_the_planned_arguments_and_flags(
     assert words[start:] == [plan.expand(a) for a in plan.program_arg_texts]
     libtpu = next(w for w in words if w.startswith("LIBTPU_INIT_ARGS="))
     assert libtpu.removeprefix("LIBTPU_INIT_ARGS=").split() == list(plan.xla_flags)
+
+
+_SCRIPT_ENTRY = """\
+export WORKLOAD_IMAGE=""
+xpk workload create --device-type=v6e-8 --docker-image="${{WORKLOAD_IMAGE}}" \\
+  --command="{command}"
+"""
+
+
+def test_a_trainer_run_as_a_script_is_the_entry_and_other_scripts_are_setup() -> None:
+    from tpu_trainer.recipes.reader import parse_recipe
+
+    old = parse_recipe(
+        _SCRIPT_ENTRY.format(command="python3 MaxText/train.py MaxText/configs/base.yml steps=5")
+    )
+    assert (old.entry.module, old.entry.base_config) == (
+        "MaxText/train.py",
+        "MaxText/configs/base.yml",
+    )
+    assert old.program_args == ("steps=5",)
+    setup_first = parse_recipe(
+        _SCRIPT_ENTRY.format(
+            command="python3 tools/prepare.py && python3 -m MaxText.train MaxText/configs/base.yml steps=5"
+        )
+    )
+    assert setup_first.entry.module == "MaxText.train"
+    assert [s.kind.value for s in setup_first.steps] == ["setup", "entry"]

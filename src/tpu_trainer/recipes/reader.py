@@ -397,9 +397,11 @@ def _step_kind(words: list[Word], previous_separator: str) -> StepKind:
 
 
 def _script_entry(words: list[Word] | tuple[Word, ...]) -> int | None:
-    """Index of the program in ``python3 path/train.py ...`` (a script, not ``-m``)."""
+    """Index of the program in ``python3 MaxText/train.py ...`` (older MaxText's trainer run as
+    a script, not with ``-m``); other scripts are setup steps."""
     for i, word in enumerate(words[:-1]):
-        if _is_python(word) and (words[i + 1].literal or "").endswith(".py"):
+        program = words[i + 1].literal or ""
+        if _is_python(word) and program.endswith("/train.py") and _framework(program):
             return i + 1
     return None
 
