@@ -236,3 +236,15 @@ def test_a_trainer_run_as_a_script_is_the_entry_and_other_scripts_are_setup() ->
     )
     assert setup_first.entry.module == "MaxText.train"
     assert [s.kind.value for s in setup_first.steps] == ["setup", "entry"]
+
+
+def test_a_name_defined_only_where_the_runner_wants_a_subcommand_says_so(tmp_path: Path) -> None:
+    folder = _copy_fixture(tmp_path, FIRST_FORM)
+    script = folder / "gpt3-175b-v6e-256.sh"
+    script.write_text(script.read_text().replace('"gpt_3_175b"', '"mixtral_8x22b_dropped"'))
+    with pytest.raises(RecipeError) as info:
+        benchmark_recipe(script, script.read_text())
+    assert (
+        "MaxText at e7292a3a has no benchmark model 'mixtral_8x22b_dropped'" in info.value.message
+    )
+    assert "takes `xpk` first" in info.value.fix

@@ -175,13 +175,15 @@ def known_revisions() -> str:
     return ", ".join(r.short for r in revisions().values())
 
 
-def find_model(revision: Revision, name: str, source: str) -> BenchmarkModel:
-    """The model ``name`` at ``revision``; an unknown name lists the nearest ones."""
+def find_model(revision: Revision, name: str, source: str, subcommand: str = "") -> BenchmarkModel:
+    """The model ``name`` at ``revision``; an unknown name lists the nearest ones, and the
+    revisions that define it (saying when their runner wants another subcommand)."""
     model = revision.models.get(name)
     if model is not None:
         return model
     nearest = difflib.get_close_matches(name, list(revision.models), n=5, cutoff=0.5)
-    elsewhere = [r.short for r in revisions().values() if name in r.models]
+    defining = [r for r in revisions().values() if name in r.models]
+    elsewhere = [r.short for r in defining]
     message = f"{source}: MaxText at {revision.short} has no benchmark model '{name}'"
     if nearest:
         message += "; the nearest names there: " + ", ".join(nearest)
@@ -190,6 +192,12 @@ def find_model(revision: Revision, name: str, source: str) -> BenchmarkModel:
             f"'{name}' is defined at {', '.join(elsewhere)}: pin one of them in the recipe's "
             f"README (`git checkout <rev>`) or pass --var MAXTEXT_REVISION={elsewhere[-1]}"
         )
+        wanted = {r.subcommand for r in defining} - {subcommand}
+        if wanted:
+            fix += (
+                f"; the runner there takes `{sorted(wanted)[0]}` first "
+                "(`python3 -m benchmarks.benchmark_runner xpk --model_name=...`)"
+            )
     else:
         fix = "correct --model_name (MaxText's benchmarks/maxtext_*_model_configs.py at that revision)"
     raise RecipeError(message, fix=fix)

@@ -12,7 +12,7 @@ tool's (it is also MaxText's ``run_name``, as in the runner).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpu_trainer.errors import RecipeError
@@ -189,7 +189,9 @@ def benchmark_recipe(script: Path, text: str, variables: Mapping[str, str] | Non
     name_value = call.options.get("model_name")
     if name_value is None:
         raise RecipeError(f"{ctx.source}:{call.line}: no --model_name", fix="add --model_name")
-    model = find_model(revision, name_value.text, f"{ctx.source}:{name_value.line}")
+    model = find_model(
+        revision, name_value.text, f"{ctx.source}:{name_value.line}", call.subcommand
+    )
     d = revision.defaults
     steps = _integer(call, "num_steps", _option(call, "num_steps", d.num_steps))
     slices = _integer(call, "num_slices", _option(call, "num_slices", d.num_slices))
@@ -218,4 +220,10 @@ def benchmark_recipe(script: Path, text: str, variables: Mapping[str, str] | Non
         + ' --workload="${WORKLOAD_NAME}"'
         + f' --command="{_pod_command(revision, call, libtpu)}"',
     ]
-    return parse_recipe("\n".join(lines) + "\n", ctx.source)
+    recipe = parse_recipe("\n".join(lines) + "\n", ctx.source)
+    # every value comes from the runner command: point at it, not at the lines written here
+    return replace(
+        recipe,
+        variables=tuple(replace(v, line=call.line) for v in recipe.variables),
+        xpk_flags=tuple(replace(f, line=call.line) for f in recipe.xpk_flags),
+    )
