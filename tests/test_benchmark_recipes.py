@@ -101,13 +101,18 @@ def _copy_fixture(tmp_path: Path, relative: str) -> Path:
     return target
 
 
-def test_unknown_model_name_lists_the_nearest_names(tmp_path: Path) -> None:
-    folder = _copy_fixture(tmp_path, SINGLE)
-    script = folder / "llama3-1-8b-1xv6e-16.sh"
-    script.write_text(script.read_text().replace("no_collective", "no_colective"))
+def _refusal(tmp_path: Path, relative: str, name: str, old: str, new: str) -> RecipeError:
+    """The error reading a copy of a fixture script with ``old`` replaced by ``new``."""
+    script = _copy_fixture(tmp_path, relative) / name
+    script.write_text(script.read_text().replace(old, new))
     with pytest.raises(RecipeError) as info:
         benchmark_recipe(script, script.read_text())
-    message = info.value.message
+    return info.value
+
+
+def test_unknown_model_name_lists_the_nearest_names(tmp_path: Path) -> None:
+    error = _refusal(tmp_path, SINGLE, "llama3-1-8b-1xv6e-16.sh", "no_collective", "no_colective")
+    message = error.message
     assert "MaxText at tpu-recipes-v0.1.4 has no benchmark model" in message
     assert "llama3_1_8b_8192_no_collective_matmul" in message.split("nearest names there:")[1]
 
@@ -239,12 +244,7 @@ def test_a_trainer_run_as_a_script_is_the_entry_and_other_scripts_are_setup() ->
 
 
 def test_a_name_defined_only_where_the_runner_wants_a_subcommand_says_so(tmp_path: Path) -> None:
-    folder = _copy_fixture(tmp_path, FIRST_FORM)
-    script = folder / "gpt3-175b-v6e-256.sh"
-    script.write_text(script.read_text().replace('"gpt_3_175b"', '"mixtral_8x22b_dropped"'))
-    with pytest.raises(RecipeError) as info:
-        benchmark_recipe(script, script.read_text())
-    assert (
-        "MaxText at e7292a3a has no benchmark model 'mixtral_8x22b_dropped'" in info.value.message
-    )
-    assert "takes `xpk` first" in info.value.fix
+    name = "mixtral_8x22b_dropped"
+    error = _refusal(tmp_path, FIRST_FORM, "gpt3-175b-v6e-256.sh", '"gpt_3_175b"', name)
+    assert f"MaxText at e7292a3a has no benchmark model '{name}'" in error.message
+    assert "takes `xpk` first" in error.fix
