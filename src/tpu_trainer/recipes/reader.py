@@ -397,8 +397,7 @@ def _step_kind(words: list[Word], previous_separator: str) -> StepKind:
 
 
 def _script_entry(words: list[Word] | tuple[Word, ...]) -> int | None:
-    """Index of the program in ``python3 MaxText/train.py ...`` (older MaxText's trainer run as
-    a script, not with ``-m``); other scripts are setup steps."""
+    """Index of ``MaxText/train.py`` in ``python3 MaxText/train.py`` (older MaxText, no -m)."""
     for i, word in enumerate(words[:-1]):
         program = words[i + 1].literal or ""
         if _is_python(word) and program.endswith("/train.py") and _framework(program):
@@ -415,13 +414,10 @@ def _entry_point(words: tuple[Word, ...]) -> EntryPoint:
             env.append((split[0], split[1].render()))
         i += 1
     interpreter = words[i].render()
-    script = _script_entry(words)
-    if script is not None and not any(w.literal == "-m" for w in words):
-        i = script - 1  # the script's path stands where `-m` and the module would
-    else:
+    script = None if any(w.literal == "-m" for w in words) else _script_entry(words)
+    i = i + 1 if script is None else script - 1  # the script stands where `-m <module>` would
+    while script is None and i < len(words) and words[i].literal != "-m":
         i += 1
-        while i < len(words) and words[i].literal != "-m":
-            i += 1
     module = words[i + 1].render()
     i += 2
     base = None
