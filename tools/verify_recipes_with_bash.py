@@ -27,6 +27,10 @@ expand to the empty string on both sides and a misplaced one would go unnoticed.
 ``--fill-exports`` gives each such variable a distinct value (``filled-PROJECT_ID``) in the copy
 bash runs; the reader still reads the original.
 
+Scripts and READMEs that run MaxText's benchmark runner (Trillium, v5p) are checked too, by
+``verify_runner_with_bash``: bash runs the command with a stand-in ``python3`` and the runner's
+argv must equal the reader's options.
+
 Usage: ``python3 tools/verify_recipes_with_bash.py [--fill-exports] <folder>``. Prints one line
 per recipe and a summary, and exits 1 when any recipe differs or could not be checked.
 """
@@ -53,6 +57,7 @@ if str(_SRC) not in sys.path:
 from tpu_trainer.errors import RecipeError  # noqa: E402
 from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
 from tpu_trainer.recipes.recipe import Recipe  # noqa: E402
+from verify_runner_with_bash import check_runner_recipe, make_bin, runner_recipes  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
 TEST_USER = "test_user"
@@ -375,7 +380,9 @@ def check_recipe(script: Path, shown: str, sandbox: Sandbox, work: Path) -> tupl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("folder", type=Path, help="searched recursively for run_recipe.sh")
+    parser.add_argument(
+        "folder", type=Path, help="searched for run_recipe.sh and benchmark_runner recipes"
+    )
     parser.add_argument(
         "--fill-exports",
         action="store_true",
@@ -385,8 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     folder: Path = options.folder
     scripts = sorted(folder.rglob("run_recipe.sh"))
-    if not scripts:
-        print(f"no run_recipe.sh under {folder}", file=sys.stderr)
+    runner = runner_recipes(folder)
+    if not scripts and not runner:
+        print(f"no run_recipe.sh nor benchmark_runner recipe under {folder}", file=sys.stderr)
         return 2
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="verify-recipes-") as tmp:
@@ -395,6 +403,14 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(tmp) / f"run-{n}"
             work.mkdir()
             ok, line = check_recipe(script, str(script.relative_to(folder)), sandbox, work)
+            print(line)
+            passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+        runner_bin = make_bin(Path(tmp), sys.executable)
+        for n, path in enumerate(runner):
+            work = Path(tmp) / f"runner-{n}"
+            work.mkdir()
+            shown = str(path.relative_to(folder))
+            ok, line = check_runner_recipe(path, shown, sandbox.bash, runner_bin, work, TIMEOUT_S)
             print(line)
             passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
     print(f"{passed} passed, {failed} failed")

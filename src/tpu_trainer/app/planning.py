@@ -10,8 +10,7 @@ from pathlib import Path
 from tpu_trainer.config.load import load_config
 from tpu_trainer.config.model import EMPTY, Config
 from tpu_trainer.plan.plan import Plan, PlanOptions, build_plan
-from tpu_trainer.recipes.read import read_recipe_file
-from tpu_trainer.recipes.reader import parse_recipe
+from tpu_trainer.recipes.read import read_recipe
 from tpu_trainer.recipes.resolve import Filters, resolve
 
 
@@ -45,7 +44,7 @@ def plan_request(request: Request, opts: PlanOptions) -> Plan:
 def plan_with_config(request: Request, config: Config, opts: PlanOptions) -> Plan:
     """Like :func:`plan_request`, with a configuration already in hand."""
     ref = resolve(request.text, config.tpu_recipes_path, request.filters)
-    recipe = parse_recipe(read_recipe_file(ref), str(ref.script))
+    recipe = read_recipe(ref, dict(opts.variables))
     return build_plan(
         model=ref.model,
         recipe_script=ref.script,

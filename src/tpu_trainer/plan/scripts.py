@@ -71,7 +71,8 @@ def _step_text(step: CommandStep, plan: Plan) -> str:
     if step.kind is StepKind.ENTRY:
         entry = plan.recipe.entry
         words = [f"{k}={pod_word(_literal(v))}" for k, v in entry.env]
-        words += [pod_word(_literal(entry.interpreter)), "-m", pod_word(_literal(entry.module))]
+        run = ["-m"] if not entry.module.endswith(".py") else []  # `python3 MaxText/train.py`
+        words += [pod_word(_literal(entry.interpreter)), *run, pod_word(_literal(entry.module))]
         if entry.base_config:
             words.append(pod_word(_literal(entry.base_config)))
         words.append("${" + plan.args_variable + "}")

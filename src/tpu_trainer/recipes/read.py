@@ -1,9 +1,13 @@
-"""Read a recipe script's text, with the errors a user can act on."""
+"""Read a recipe: its text, with the errors a user can act on, and the recipe model."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tpu_trainer.errors import InputError
-from tpu_trainer.recipes.resolve import RecipeRef
+from tpu_trainer.recipes.benchmark_invocation import mentions_runner
+from tpu_trainer.recipes.recipe import Recipe
+from tpu_trainer.recipes.resolve import RECIPE_FILE, RecipeRef
 
 
 def read_recipe_file(ref: RecipeRef) -> str:
@@ -18,3 +22,16 @@ def read_recipe_file(ref: RecipeRef) -> str:
         raise InputError(
             f"{ref.script}: cannot read ({e.strerror})", fix="check permissions"
         ) from None
+
+
+def read_recipe(ref: RecipeRef, variables: Mapping[str, str] | None = None) -> Recipe:
+    """The recipe model of a ``run_recipe.sh``, or of a MaxText benchmark-runner recipe (a
+    script or README running ``benchmarks.benchmark_runner``); ``variables`` are the ``--var``
+    values (``MAXTEXT_REVISION`` picks another MaxText revision than the recipe's pin)."""
+    from tpu_trainer.recipes.benchmark_recipe import benchmark_recipe
+    from tpu_trainer.recipes.reader import parse_recipe
+
+    text = read_recipe_file(ref)
+    if ref.script.name != RECIPE_FILE and mentions_runner(text):
+        return benchmark_recipe(ref.script, text, variables)
+    return parse_recipe(text, str(ref.script))

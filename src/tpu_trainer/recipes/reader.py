@@ -378,7 +378,9 @@ def _is_python(word: Word) -> bool:
 
 def _step_kind(words: list[Word], previous_separator: str) -> StepKind:
     head = words[0].literal or ""
-    if any(_is_python(w) for w in words[:4]) and any(w.literal == "-m" for w in words):
+    if any(_is_python(w) for w in words[:4]) and (
+        any(w.literal == "-m" for w in words) or _script_entry(words) is not None
+    ):
         return StepKind.ENTRY
     if head == "tee" and previous_separator == "|":
         return StepKind.TEE
@@ -394,6 +396,15 @@ def _step_kind(words: list[Word], previous_separator: str) -> StepKind:
     return StepKind.SETUP
 
 
+def _script_entry(words: list[Word] | tuple[Word, ...]) -> int | None:
+    """Index of ``MaxText/train.py`` in ``python3 MaxText/train.py`` (older MaxText, no -m)."""
+    for i, word in enumerate(words[:-1]):
+        program = words[i + 1].literal or ""
+        if _is_python(word) and program.endswith("/train.py") and _framework(program):
+            return i + 1
+    return None
+
+
 def _entry_point(words: tuple[Word, ...]) -> EntryPoint:
     env: list[tuple[str, str]] = []
     i = 0
@@ -403,8 +414,9 @@ def _entry_point(words: tuple[Word, ...]) -> EntryPoint:
             env.append((split[0], split[1].render()))
         i += 1
     interpreter = words[i].render()
-    i += 1
-    while i < len(words) and words[i].literal != "-m":
+    script = None if any(w.literal == "-m" for w in words) else _script_entry(words)
+    i = i + 1 if script is None else script - 1  # the script stands where `-m <module>` would
+    while script is None and i < len(words) and words[i].literal != "-m":
         i += 1
     module = words[i + 1].render()
     i += 2

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpu_trainer.errors import InputError
+from tpu_trainer.recipes.benchmark_invocation import mentions_runner
 from tpu_trainer.recipes.folder import RecipeFolder, parse_folder_name
 
 RECIPE_FILE = "run_recipe.sh"
+README = "README.md"
+TRAINING = "training"
 PLAIN_VARIANT = "plain"
 """``--variant plain``: the recipe without a storage or other suffix."""
 
@@ -59,14 +62,35 @@ class Filters:
 def _ref_for_script(script: Path) -> RecipeRef:
     folder = script.parent
     config_dir = folder.parent if folder.name == "xpk" else folder
+    model_dir = config_dir.parent
+    if script.name != RECIPE_FILE and model_dir.parent.name == TRAINING:
+        model_dir = (
+            config_dir  # training/trillium/<Model>/<script>.sh, training/v5p/<Model>/README.md
+        )
     return RecipeRef(
         script=script,
         folder=folder,
         config_dir=config_dir,
-        model_dir=config_dir.parent,
-        model=config_dir.parent.name,
+        model_dir=model_dir,
+        model=model_dir.name,
         parsed=parse_folder_name(config_dir.name),
     )
+
+
+def is_runner_recipe(path: Path) -> bool:
+    """A script or README that runs MaxText's ``benchmarks.benchmark_runner``."""
+    if path.suffix not in (".sh", ".md") or not path.is_file():
+        return False
+    try:
+        return mentions_runner(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return False
+
+
+def _runner_recipes_in(folder: Path) -> list[Path]:
+    scripts = [p for p in sorted(folder.glob("*.sh")) if is_runner_recipe(p)]
+    readme = folder / README
+    return scripts or ([readme] if is_runner_recipe(readme) else [])
 
 
 def _script_in(folder: Path) -> Path | None:
@@ -95,10 +119,11 @@ def recipes_under(root: Path) -> list[RecipeRef]:
 def resolve_path(path: Path) -> RecipeRef:
     """A recipe given as a path."""
     if path.is_file():
-        if path.name != RECIPE_FILE:
+        if path.name != RECIPE_FILE and not is_runner_recipe(path):
             raise InputError(
-                f"{path} is not a {RECIPE_FILE}",
-                fix=f"give the recipe folder, or its {RECIPE_FILE}",
+                f"{path} is not a {RECIPE_FILE}, nor a script or README running benchmark_runner",
+                fix=f"give the recipe folder, its {RECIPE_FILE}, or a script or README that "
+                "runs `python3 -m benchmarks.benchmark_runner`",
             )
         return _ref_for_script(path)
     if not path.is_dir():
@@ -109,6 +134,15 @@ def resolve_path(path: Path) -> RecipeRef:
     script = _script_in(path)
     if script is not None:
         return _ref_for_script(script)
+    runner = _runner_recipes_in(path)
+    if len(runner) == 1:
+        return _ref_for_script(runner[0])
+    if runner:
+        names = "\n".join(f"  {p.name}" for p in runner)
+        raise InputError(
+            f"{path} holds {len(runner)} benchmark_runner scripts; which one?\n{names}",
+            fix="give the script's path",
+        )
     inside = recipes_under(path)
     if len(inside) == 1:
         return inside[0]
