@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
-from tpu_trainer.app import planning
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.outcome import RunOutcome, TeardownReport
 from tpu_trainer.app.planning import Request, plan_with_config
@@ -25,6 +24,8 @@ from tpu_trainer.launchers.kuberay.cluster import KubeRayTeardown
 from tpu_trainer.launchers.registry import DELETERS, LAUNCHERS, DeleteOptions, deleter_for
 from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.recipes import read as recipe_read
+from tpu_trainer.recipes import reader as recipe_reader
 from tpu_trainer.recipes.read import read_recipe_file
 from tpu_trainer.recipes.reader import parse_recipe
 from tpu_trainer.recipes.recipe import Recipe
@@ -66,8 +67,8 @@ def test_a_gke_run_whose_pool_lands_in_another_zone_reads_its_recipe_once(
         parses.append("p")
         return parse_recipe(text, source)
 
-    monkeypatch.setattr(planning, "read_recipe_file", counted_read)
-    monkeypatch.setattr(planning, "parse_recipe", counted_parse)
+    monkeypatch.setattr(recipe_read, "read_recipe_file", counted_read)
+    monkeypatch.setattr(recipe_reader, "parse_recipe", counted_parse)
     opts = PlanOptions(user="test_user", now=NOW)
     plan = plan_with_config(Request(str(recipe)), config, opts)
 
