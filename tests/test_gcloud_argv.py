@@ -16,6 +16,9 @@ Where each line comes from:
   describe, delete, queued-resources describe/delete, ssh (with ``--command`` and the
   variables it sends) and scp;
 - ``infra/gcloud_errors.py`` ``FIXES``: the commands a failed create tells the user to run.
+
+The delete that provisioning's warning about a pool in ERROR names is the client's node-pool
+delete without ``--project``; the lines xpk runs itself are xpk's.
 """
 
 from __future__ import annotations
