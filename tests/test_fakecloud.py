@@ -115,7 +115,7 @@ def test_the_tools_own_clients_read_the_fake(make_cloud: MakeCloud) -> None:
     res = g.reservation("res-ok", "us-central1-c")
     assert res is not None and (res.zone, res.free_hosts) == ("us-central1-c", 48)
     listed = g.reservation("res-degraded", None)
-    assert listed is not None and listed.status == "DEGRADED"
+    assert listed is not None and (listed.status, listed.health) == ("READY", "DEGRADED")
     assert g.resource_policy_exists(POLICY, REGION)
     assert not g.resource_policy_exists("other-policy", REGION)
     assert Kubectl(runner).get("resourceflavor", "1xtpu7x-256") is None

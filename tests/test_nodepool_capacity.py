@@ -119,7 +119,8 @@ def test_pool_matching_needs_machine_type_hosts_and_policy() -> None:
     [
         (Survey("r", "us-central1-ai1a", "READY", 40), Verdict.TRY),
         (Survey("r", "us-central1-ai1a", "READY", None), Verdict.TRY),
-        (Survey("r", "us-central1-ai1a", "DEGRADED", 40), Verdict.DEGRADED),
+        (Survey("r", "us-central1-ai1a", "READY", 40, health="DEGRADED"), Verdict.DEGRADED),
+        (Survey("r", "us-central1-ai1a", "READY", 40, health="HEALTHY"), Verdict.TRY),
         (Survey("r", "us-central1-ai1a", "READY", 31), Verdict.TOO_SMALL),
         (Survey("r", "europe-west4-b", "READY", 40), Verdict.OTHER_REGION),
         (Survey("r", None, None, None, found=False), Verdict.NOT_FOUND),

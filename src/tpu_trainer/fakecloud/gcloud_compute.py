@@ -60,6 +60,11 @@ def reservation_json(state: State, res: dict[str, Any], track: str) -> dict[str,
     if track:
         aggregate["hostCount"] = str(res["host_count"])
         aggregate["inUseHostCount"] = str(res["in_use_hosts"])
+    # The API has no DEGRADED status: a scenario's DEGRADED is health, the status stays READY.
+    degraded = "DEGRADED" in (res["status"], res.get("health"))
+    health: dict[str, Any] = {"healthStatus": "DEGRADED" if degraded else "HEALTHY"}
+    if degraded:
+        health["degradedBlockCount"] = 1
     return {
         "kind": "compute#reservation",
         "id": str(7_300_000_000_000_000_000 + sum(map(ord, res["name"]))),
@@ -67,7 +72,8 @@ def reservation_json(state: State, res: dict[str, Any], track: str) -> dict[str,
         "name": res["name"],
         "selfLink": compute_url(project, f"zones/{zone}", "reservations", res["name"]),
         "zone": compute_url(project, f"zones/{zone}"),
-        "status": res["status"],
+        "status": "READY" if res["status"] == "DEGRADED" else res["status"],
+        "resourceStatus": {"healthInfo": health},
         "specificReservationRequired": True,
         "deploymentType": "DENSE",
         "aggregateReservation": aggregate,

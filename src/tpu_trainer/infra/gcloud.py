@@ -41,8 +41,13 @@ class Reservation:
     name: str
     zone: str
     status: str
+    """The API's lifecycle state: CREATING, DELETING, INVALID, READY or UPDATING."""
     host_count: int | None
     in_use_hosts: int | None
+    health: str | None = None
+    """``resourceStatus.healthInfo.healthStatus``: HEALTHY, DEGRADED (blocks in maintenance)."""
+    degraded_blocks: int | None = None
+    """``resourceStatus.healthInfo.degradedBlockCount``, when the API gives it."""
 
     @property
     def free_hosts(self) -> int | None:
@@ -95,13 +100,24 @@ def parse_node_pool(obj: dict[str, Any]) -> NodePool:
 
 
 def parse_reservation(obj: dict[str, Any]) -> Reservation:
+    """A reservation as ``gcloud beta compute reservations describe/list --format=json`` prints
+    it. Health is not in ``status`` (no DEGRADED there) but in ``resourceStatus.healthInfo``."""
     agg = obj.get("aggregateReservation") or {}
     spec = obj.get("specificReservation") or {}
     hosts = _int(agg.get("hostCount"))
     used = _int(agg.get("inUseHostCount"))
     if hosts is None:
         hosts, used = _int(spec.get("count")), _int(spec.get("inUseCount"))
-    return Reservation(obj["name"], _last(obj.get("zone", "")), obj.get("status", ""), hosts, used)
+    health = (obj.get("resourceStatus") or {}).get("healthInfo") or {}
+    return Reservation(
+        obj["name"],
+        _last(obj.get("zone", "")),
+        obj.get("status", ""),
+        hosts,
+        used,
+        health=health.get("healthStatus") or None,
+        degraded_blocks=_int(health.get("degradedBlockCount")),
+    )
 
 
 def _json(result: CommandResult) -> Any:

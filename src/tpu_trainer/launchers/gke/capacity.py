@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tpu_trainer.infra.gcloud_errors import XpkFailure
+
 
 class Verdict(StrEnum):
     TRY = "try"
@@ -21,8 +23,12 @@ class Survey:
     name: str
     zone: str | None
     status: str | None
+    """The API's lifecycle state (READY, CREATING...); never DEGRADED."""
     free_hosts: int | None
     found: bool = True
+    health: str | None = None
+    """``resourceStatus.healthInfo.healthStatus``: HEALTHY or DEGRADED."""
+    degraded_blocks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +40,21 @@ class Choice:
     def usable(self) -> bool:
         return self.verdict is Verdict.TRY
 
+    @property
+    def detail(self) -> str:
+        """What the verdict's text leaves out: how many blocks a DEGRADED reservation has down."""
+        blocks = self.survey.degraded_blocks
+        if self.verdict is not Verdict.DEGRADED or not blocks:
+            return ""
+        return f"({blocks} degraded block{'' if blocks == 1 else 's'})"
+
 
 def judge(survey: Survey, needed_hosts: int, region: str) -> Verdict:
     if not survey.found:
         return Verdict.NOT_FOUND
     if survey.zone and region and not survey.zone.startswith(region + "-"):
         return Verdict.OTHER_REGION
-    if (survey.status or "").upper() == "DEGRADED":
+    if (survey.health or "").upper() == "DEGRADED":
         return Verdict.DEGRADED
     if survey.free_hosts is not None and survey.free_hosts < needed_hosts:
         return Verdict.TOO_SMALL
@@ -61,3 +75,7 @@ class Outcome(StrEnum):
     WRONG_ZONE = "wrong zone"
     FAILED = "failed"
     SKIPPED = "skipped"
+
+
+MOVE_ON = {XpkFailure.CAPACITY: Outcome.EXHAUSTED, XpkFailure.WRONG_ZONE: Outcome.WRONG_ZONE}
+"""Create failures after which the next reservation is tried, and what the attempt is noted as."""

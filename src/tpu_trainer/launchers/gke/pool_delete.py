@@ -12,17 +12,16 @@ from dataclasses import dataclass
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_not_found
+from tpu_trainer.infra.gcloud_errors import XpkFailure, classify
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.runner import CommandResult
 
-_BUSY_MARKS = ("is currently creating node pool", "incompatible operation", "try again once")
 _GOING_STATES = ("STOPPING", "RECONCILING")
 
 
 def create_in_progress(result: CommandResult) -> bool:
     """Whether a delete was refused because an operation (the pool's create) still runs."""
-    text = result.text()
-    return any(mark in text for mark in _BUSY_MARKS)
+    return classify(result) is XpkFailure.BUSY
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,11 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_already_exists
-from tpu_trainer.infra.gcloud_errors import XpkFailure, classify
+from tpu_trainer.infra.gcloud_errors import FIXES, XpkFailure, classify
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandFailed, CommandResult
 from tpu_trainer.infra.xpk import Xpk, cluster_adapt_argv
-from tpu_trainer.launchers.gke.capacity import Choice, Outcome, Survey, Verdict, order
+from tpu_trainer.launchers.gke.capacity import MOVE_ON, Choice, Outcome, Survey, Verdict, order
 from tpu_trainer.launchers.gke.node_pools import (
     Attempt,
     CapacityError,
@@ -114,7 +114,14 @@ class Provisioner:
             found = self.gcloud.reservation(ref.name, ref.zone)
             if found is None:
                 return Survey(ref.name, ref.zone, None, None, found=False)
-            return Survey(found.name, found.zone or ref.zone, found.status, found.free_hosts)
+            return Survey(
+                found.name,
+                found.zone or ref.zone,
+                found.status,
+                found.free_hosts,
+                health=found.health,
+                degraded_blocks=found.degraded_blocks,
+            )
 
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(reservations)))) as pool:
             surveys = list(pool.map(ask, range(len(reservations))))
@@ -134,7 +141,8 @@ class Provisioner:
             outcome=outcome.value,
             message=message,
         )
-        shown = f"{s.name} ({s.zone or '?'}, {s.status or '?'}, free hosts {s.free_hosts})"
+        state = ", ".join(x for x in (s.status, s.health) if x) or "?"
+        shown = f"{s.name} ({s.zone or '?'}, {state}, free hosts {s.free_hosts})"
         self.display.info(f"reservation {shown}: {outcome.value} {message}".rstrip())
 
     def _create(self, pools: list[NodePool], node_version: str) -> Provisioned:
@@ -145,7 +153,7 @@ class Provisioner:
             )
         for choice in self.survey():
             if not choice.usable:
-                self._note(choice, choice.verdict)
+                self._note(choice, choice.verdict, choice.detail)
                 continue
             made = self._try(choice, pools, node_version)
             if made is not None:
@@ -245,8 +253,8 @@ class Provisioner:
                 "with gcloud beta and configuring Kueue in place instead"
             )
             return None, False
-        if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
-            outcome = Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
+        outcome = MOVE_ON.get(failure)
+        if outcome is not None:
             self._note(choice, outcome, last_line(result))
             return None, True
         self._note(choice, Outcome.FAILED, last_line(result))
@@ -380,12 +388,12 @@ class Provisioner:
             self._wait_running(name)
             return False
         failure = classify(result)
-        if failure in (XpkFailure.CAPACITY, XpkFailure.WRONG_ZONE):
-            outcome = Outcome.EXHAUSTED if failure is XpkFailure.CAPACITY else Outcome.WRONG_ZONE
+        outcome = MOVE_ON.get(failure)
+        if outcome is not None:
             self._note(choice, outcome, last_line(result))
             return None
         self._note(choice, Outcome.FAILED, last_line(result))
-        raise CommandFailed(result)
+        raise CommandFailed(result, fix=FIXES.get(failure, ""))
 
     def _delete_own(self, rid: int, name: str) -> None:
         self.store.resource_state(rid, ResourceState.DELETING)
