@@ -13,6 +13,7 @@ from typing import Any
 from tpu_trainer.checks.pyconfig import RENAMES, RUNTIME_NAME
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.versions import KeyTable
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT, RuntimeSetupError, is_installed, runtime_python
@@ -131,6 +132,30 @@ def verdict_findings(verdict: PyconfigVerdict) -> list[Finding]:
             fix=fix,
         )
     ]
+
+
+def for_version(
+    findings: list[Finding], request: MaxTextRequest, judged: KeyTable
+) -> list[Finding]:
+    """The runtime's verdict for an image that runs ``judged``: a key the runtime's MaxText
+    rejects but ``judged`` has is a version difference, not a failure of the run."""
+    out: list[Finding] = []
+    for found in findings:
+        key = next((k for k in request.args if f"'{k}'" in found.message), "")
+        if found.status is not Level.FAIL or not key or key not in judged.keys:
+            out.append(found)
+            continue
+        out.append(
+            Finding(
+                found.name,
+                Level.WARN,
+                f"MaxText {MAXTEXT.version} (the runtime) rejects {key}, which MaxText "
+                f"{judged.label} (your image) has: {found.message}",
+                fix=f"nothing for an image running {judged.name}; for {MAXTEXT.version}: "
+                + found.fix,
+            )
+        )
+    return out
 
 
 def check_runtime(
