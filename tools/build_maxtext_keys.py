@@ -3,7 +3,9 @@
 For each released ``maxtext`` wheel on PyPI (``pip download maxtext==X --no-deps``, read as a zip,
 nothing installed or run) and for each branch, tag or commit of a MaxText git mirror
 (``git show REV:PATH``, wherever ``base.yml`` lives at that revision), it reads ``base.yml``'s
-top-level keys with the type of their default and the model file names, and writes:
+top-level keys with the type of their default, the fields ``configs/types.py`` declares beyond
+them (pydantic-era MaxText accepts those too; read as text), and the model file names, and
+writes:
 
 - the reference version (the runtime's, 0.2.5) in full, every other version as the keys it adds
   (or types differently) and removes against its neighbour towards the reference in date order,
@@ -42,6 +44,7 @@ PYPI_JSON = "https://pypi.org/pypi/maxtext/json"
 OUT = Path(__file__).resolve().parents[1] / (
     "src/tpu_trainer/frameworks/maxtext/data/maxtext_versions.yaml"
 )
+_FIELD = re.compile(r"^  ([a-z_][a-z0-9_]*)\s*:", re.MULTILINE)
 _CONFIGS = re.compile(r"(?:^|/)configs/base\.yml$")
 _KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (list, "list"))
 
@@ -71,6 +74,20 @@ def kind(default: Any) -> str:
 def _keys(text: str) -> dict[str, str]:
     doc = yaml.safe_load(text) or {}
     return {str(k): kind(v) for k, v in doc.items()}
+
+
+def _fields(source: str) -> set[str]:
+    """Names ``configs/types.py`` declares on its pydantic classes (MaxText accepts a field of
+    ``MaxTextConfig`` that ``base.yml`` does not list): annotated names one indent into a class,
+    read as text (never imported; the file may use syntax newer than this Python)."""
+    return set(_FIELD.findall(source)) - {"model_config"}  # pydantic's own settings
+
+
+def _accepted(base_text: str, types_text: str | None) -> dict[str, str]:
+    """base.yml's keys with their types, and the fields beyond it (type ``none``: unchecked)."""
+    keys = _keys(base_text)
+    extra = _fields(types_text) - set(keys) if types_text else set()
+    return keys | dict.fromkeys(sorted(extra), "none")
 
 
 def _base_path(names: list[str]) -> str:
@@ -111,8 +128,10 @@ def pypi_table(version: str, day: str, work: Path) -> Table:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         base = _base_path(names)
+        types = base.replace("base.yml", "types.py")
+        fields = zf.read(types).decode() if types in names else None
         return Table(version, "pypi", version, day, base,
-                     _keys(zf.read(base).decode()), _models(names, base))  # fmt: skip
+                     _accepted(zf.read(base).decode(), fields), _models(names, base))  # fmt: skip
 
 
 def git_table(mirror: Path, rev: str) -> Table:
@@ -120,7 +139,9 @@ def git_table(mirror: Path, rev: str) -> Table:
     names = _run(["git", "ls-tree", "-r", "--name-only", sha], mirror).splitlines()
     base = _base_path(names)
     text = _run(["git", "show", f"{sha}:{base}"], mirror)
-    return Table(rev, "git", sha, day, base, _keys(text), _models(names, base))
+    types = base.replace("base.yml", "types.py")
+    fields = _run(["git", "show", f"{sha}:{types}"], mirror) if types in names else None
+    return Table(rev, "git", sha, day, base, _accepted(text, fields), _models(names, base))
 
 
 def _same_words(old: str, new_keys: set[str]) -> str | None:

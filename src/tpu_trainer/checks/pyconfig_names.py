@@ -151,7 +151,14 @@ def check_keys(
             options = suggestions(name, index)
             if note and note.name in index.known:
                 options = (note.name, *(o for o in options if o != note.name))
-            why = note.text if note else (RENAMES[name].note if name in RENAMES else "")
+            why = "; ".join(
+                w
+                for w in (
+                    RENAMES[name].note if name in RENAMES and not (note and note.name) else "",
+                    note.text if note else "",
+                )
+                if w
+            )
             noted = noted or note is not None
             shown = f" → {' or '.join(options)}" if options else ""
             unknown.append(f"{name}{shown}" + (f" ({why})" if why else ""))

@@ -48,7 +48,8 @@ def key_note(key: str, table: KeyTable) -> KeyNote | None:
         )
     having = versions.having(key)
     if not having:
-        return None
+        first, *_, last = versions.tables.values()
+        return KeyNote(f"no known MaxText version ({first.label} … {last.label}) has `{key}`")
     span = having[0].label if len(having) == 1 else f"{having[0].label} … {having[-1].label}"
     return KeyNote(
         f"`{key}` is a setting of MaxText {span} ({len(having)} of the known versions), not of "
