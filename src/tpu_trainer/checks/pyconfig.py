@@ -256,8 +256,8 @@ def _model_keys(name: str, model: Mapping[str, Any], args: Mapping[str, str]) ->
             f"MAXTEXT CONFIG ERROR: Keys {differ!r} are overridden by both model config and "
             "CLI/kwargs with different values.This is not allowed, unless setting "
             f"`override_model_config=True`. Here: {shown}",
-            fix=f"add override_model_config=true to use the command's values, or drop "
-            f"{', '.join(differ)} to keep {name}'s",
+            fix="add `--set override_model_config=true` to use the command's values, or "
+            f"`{names.flags(differ, [])}` to keep {name}'s",
         )
     ]
 
