@@ -17,7 +17,7 @@ from conftest import CONFIG, RECIPES, RECIPES_ROOT
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.catalog.data_file import DataFileError
 from tpu_trainer.checks.run import fast_findings
-from tpu_trainer.checks.skip import skip_findings
+from tpu_trainer.checks.skip import skip_findings, skips
 from tpu_trainer.cli.check_cmd import check as check_command
 from tpu_trainer.errors import InputError
 from tpu_trainer.frameworks.maxtext.version_select import (
@@ -198,6 +198,8 @@ def test_skip_check_leaves_out_what_it_names_and_says_so() -> None:
     assert [f.name for f in kept] == ["meshy", "maxtext-config keys", "skipped checks"]
     assert "2 finding(s) left out" in kept[-1].message and kept[-1].status is Level.WARN
     assert skip_findings(findings, []) == findings
+    assert skips(["mesh"], "mesh-mapping (JAX)") and skips(["memory-fit"], "memory-fit (AOT)")
+    assert not skips(["maxtext-config keys"], "maxtext-config")
     with pytest.raises(InputError, match="--skip-check nope: no check has that name") as caught:
         skip_findings(findings, ["nope"])
     assert "maxtext-config keys" in caught.value.fix and "resumability" in caught.value.fix

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpu_trainer.checks.skip import skip_findings
+from tpu_trainer.checks.skip import skip_findings, skips
 from tpu_trainer.config.model import short
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
@@ -104,7 +104,7 @@ def fast_findings(
         findings.append(Finding("maxtext-config", Level.WARN, e.message, e.fix))
         return CheckReport(tuple(findings), seconds).skipping(plan.checks.skip)
     request = MaxTextRequest.from_plan(plan)
-    findings += _maxtext_findings(request, configs, seconds, target_version(plan))
+    findings += _maxtext_findings(request, configs, seconds, target_version(plan), plan.checks.skip)
     return CheckReport(tuple(findings), seconds).skipping(plan.checks.skip)
 
 
@@ -120,6 +120,7 @@ def _maxtext_findings(
     configs: MaxTextConfigs,
     seconds: dict[str, float],
     target: TargetVersion,
+    skip: Sequence[str] = (),
 ) -> list[Finding]:
     """The MaxText configuration check, then (when every value has its type) the others."""
     from tpu_trainer.checks.pyconfig import typed_values
@@ -130,6 +131,8 @@ def _maxtext_findings(
         effective = None  # an unknown model: the configuration check says which names exist
     findings: list[Finding] = []
     for name, check in _fast_checks(target):
+        if skips(skip, name):
+            continue
         started = time.perf_counter()
         if name != "maxtext-config" and effective is None:
             continue
@@ -178,11 +181,13 @@ def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
                 pyconfig_runtime.check_runtime(request, runner), request, target.table
             ),
         ),
-        ("mesh (JAX)", lambda: mesh_runtime.check_mesh_with_jax(request, runner)),
+        (mesh_runtime.NAME, lambda: mesh_runtime.check_mesh_with_jax(request, runner)),
     ]
     if aot:
         steps.append(("memory-fit (AOT)", lambda: aot_check.check_aot(request, runner)))
     for name, step in steps:
+        if skips(plan.checks.skip, name):
+            continue  # not run at all: the AOT compile takes minutes
         started = time.perf_counter()
         findings += step()
         seconds[name] = time.perf_counter() - started

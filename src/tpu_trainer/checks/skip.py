@@ -36,6 +36,11 @@ def covers(name: str, finding: str) -> bool:
     return finding == name or finding.startswith((f"{name} ", f"{name}-"))
 
 
+def skips(names: Sequence[str], check: str) -> bool:
+    """Whether ``--skip-check`` leaves out the whole group of checks named ``check``."""
+    return any(covers(n, check) for n in names)
+
+
 def skip_findings(findings: Sequence[Finding], names: Sequence[str]) -> tuple[Finding, ...]:
     """``findings`` without those ``names`` cover, and one warning saying what was left out."""
     if not names:
