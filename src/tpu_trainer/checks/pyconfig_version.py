@@ -35,7 +35,7 @@ def key_note(key: str, table: KeyTable) -> KeyNote | None:
             if rename.after in versions.tables
             else ""
         )
-        commit = f" in {rename.commit}" if rename.commit else ""
+        commit = f" in {rename.commit} ({rename.date})" if rename.commit else ""
         return KeyNote(f"`{key}` was renamed `{rename.new}` {when}{commit}; {runs}", rename.new)
     older = next(
         (r for r in versions.renames.values() if r.new == key and r.old in table.keys), None
