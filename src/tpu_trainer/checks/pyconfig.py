@@ -9,13 +9,13 @@ runtime check that asks MaxText itself is in ``checks/pyconfig_runtime.py``.
 from __future__ import annotations
 
 import difflib
-import functools
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
+from tpu_trainer.checks import pyconfig_names as names
+from tpu_trainer.checks.pyconfig_names import NAME, check_keys, name_index
 from tpu_trainer.config.model import short
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs, parse_value
 from tpu_trainer.frameworks.maxtext.pyconfig_keys import pyconfig_keys
@@ -23,17 +23,12 @@ from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT
 
-NAME = "maxtext-config"
 RUNTIME_NAME = "maxtext-config (MaxText pyconfig)"
 
 # ---- MaxText 0.2.5 facts (data/pyconfig_keys.yaml) ---------------------------------------
+DERIVED, ACCEPTED_BEYOND_BASE = names.DERIVED, names.ACCEPTED_BEYOND_BASE
+NESTED, RENAMES = names.NESTED, names.RENAMES
 _KEYS = pyconfig_keys()
-DERIVED = _KEYS.derived
-"""``DerivedValues``: accepted names MaxText computes and overwrites → what to set instead."""
-ACCEPTED_BEYOND_BASE = _KEYS.accepted_beyond_base
-"""Fields of ``MaxTextConfig`` with no base.yml entry that are real settings."""
-NESTED = _KEYS.nested
-"""Sections set as ``lora.lora_rank=8``; a bare ``lora_rank=8`` fails (extra_forbidden)."""
 NULLABLE = _KEYS.nullable
 UNTYPED = _KEYS.untyped
 FLOAT_DESPITE_INT_DEFAULT = _KEYS.float_despite_int_default
@@ -42,8 +37,6 @@ STRING_TO_LIST = _KEYS.string_to_list
 MODELS_WITHOUT_FILE = _KEYS.models_without_file
 MODELS_INSTRUCT = _KEYS.models_instruct
 MODELS_REJECTED = _KEYS.models_rejected
-RENAMES = _KEYS.renames
-"""Keys people pass that MaxText 0.2.5 knows under another name (seed 001: weight_decay)."""
 
 # ---- values as MaxText reads them -----------------------------------------------------------
 _INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
@@ -143,130 +136,6 @@ def _number_problem(kind: str, value: Any, plain: str) -> str | None:
             return f"{plain}, unable to parse string as {what}"
         return None
     return plain
-
-
-# ---- the index of names (built once per base.yml) -------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Index:
-    known: frozenset[str]
-    ordered: tuple[str, ...]
-    """Derived values first, as MaxText lists them, then base.yml's keys, then the rest."""
-    same_words: Mapping[frozenset[str], tuple[str, ...]]
-    """Names by their set of ``_``-separated words (``fsdp_shard_on_exp`` → shard_exp_on_fsdp)."""
-    by_word: Mapping[str, frozenset[str]]
-    memo: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
-
-
-@functools.lru_cache(maxsize=4)
-def _index(base_keys: tuple[str, ...]) -> _Index:
-    ordered = (*DERIVED, *base_keys, *sorted(ACCEPTED_BEYOND_BASE))
-    same: dict[frozenset[str], list[str]] = {}
-    by_word: dict[str, set[str]] = {}
-    for name in ordered:
-        same.setdefault(frozenset(name.split("_")), []).append(name)
-        for word in name.split("_"):
-            by_word.setdefault(word, set()).add(name)
-    return _Index(
-        frozenset(ordered),
-        ordered,
-        {k: tuple(v) for k, v in same.items()},
-        {k: frozenset(v) for k, v in by_word.items()},
-    )
-
-
-def suggestions(key: str, index: _Index) -> tuple[str, ...]:
-    """Known names ``key`` may have meant: the rename table, the same words, close spellings."""
-    if key not in index.memo:
-        out = [t for t in RENAMES[key].targets if t in index.known] if key in RENAMES else []
-        out += index.same_words.get(frozenset(key.split("_")), ())
-        sharing = set().union(*(index.by_word.get(w, ()) for w in key.split("_")))
-        near = sharing or {n for n in index.ordered if abs(len(n) - len(key)) <= 2}
-        out += difflib.get_close_matches(key, sorted(near), n=3, cutoff=0.8)
-        index.memo[key] = tuple(dict.fromkeys(n for n in out if n != key))[:4]
-    return index.memo[key]
-
-
-def _banner(key: str, index: _Index) -> str:
-    head = ", ".join(repr(n) for n in index.ordered[:2])
-    return f"MAXTEXT CONFIG ERROR: {key!r} not in {head}, … ({len(index.known)} names)"
-
-
-# ---- the fast checks ------------------------------------------------------------------------
-_OTHER_VERSION = (
-    " (a key with no counterpart may belong to another MaxText version: drop it, or run the "
-    "image of the version the recipe was written for)"
-)
-
-
-def _rename_fix(key: str, text: str, options: Sequence[str], args: Mapping[str, str]) -> str:
-    if not options:
-        return f"drop {key}"
-    if options[0] in args:
-        return f"drop {key} ({options[0]} is already set)"
-    rename = RENAMES.get(key)
-    if rename is not None and len(rename.targets) > 1:
-        wanted = [t for t in rename.targets if t in options and t not in args]
-        words = " ".join(f"{t}={text}" for t in wanted)
-        return f"{key}={text} → {words} ({rename.note}: set the ones your optimizer reads)"
-    return f"{key}={text} → {options[0]}={text}"
-
-
-def check_keys(args: Mapping[str, str], index: _Index) -> list[Finding]:
-    """Unknown keys (with suggestions), nested fields set bare, and derived values set."""
-    unknown: list[str] = []
-    fixes: list[str] = []
-    derived: list[str] = []
-    for key, text in args.items():
-        head, dot, tail = key.partition(".")
-        section = next((s for s, names in NESTED.items() if key in names), None)
-        if dot and head in NESTED and tail in NESTED[head]:
-            continue
-        if section:
-            unknown.append(
-                f"{key} (a {section} setting: pydantic answers `Extra inputs are not permitted`)"
-            )
-            fixes.append(f"{key}={text} → {section}.{key}={text}")
-        elif dot or key not in index.known:
-            name = head if dot else key
-            options = suggestions(name, index)
-            note = f" ({RENAMES[name].note})" if name in RENAMES else ""
-            unknown.append(f"{name}" + (f" → {' or '.join(options)}{note}" if options else ""))
-            fixes.append(_rename_fix(key, text, options, args))
-        elif key in DERIVED:
-            derived.append(key)
-    findings: list[Finding] = []
-    if unknown:
-        first = unknown[0].split(" ")[0]
-        findings.append(
-            Finding(
-                f"{NAME} keys",
-                Level.FAIL,
-                f"{_banner(first, index)} — MaxText {MAXTEXT.version} stops at the first unknown "
-                f"key; {len(unknown)} here: {'; '.join(unknown)}",
-                fix="; ".join(fixes)
-                + (_OTHER_VERSION if any(f.startswith("drop ") for f in fixes) else ""),
-            )
-        )
-    else:
-        findings.append(
-            Finding(
-                f"{NAME} keys",
-                Level.PASS,
-                f"every key ({len(args)}) is a MaxText {MAXTEXT.version} setting",
-            )
-        )
-    if derived:
-        instead = sorted({DERIVED[k] for k in derived if DERIVED[k]})
-        findings.append(
-            Finding(
-                f"{NAME} derived keys",
-                Level.WARN,
-                f"{', '.join(derived)}: MaxText accepts the name but computes the value; what the "
-                "command gives is replaced",
-                fix="drop them" + (f" and set {', '.join(instead)} instead" if instead else ""),
-            )
-        )
-    return findings
 
 
 def check_types(args: Mapping[str, str], base: Mapping[str, Any]) -> list[Finding]:
@@ -387,8 +256,8 @@ def _model_keys(name: str, model: Mapping[str, Any], args: Mapping[str, str]) ->
             f"MAXTEXT CONFIG ERROR: Keys {differ!r} are overridden by both model config and "
             "CLI/kwargs with different values.This is not allowed, unless setting "
             f"`override_model_config=True`. Here: {shown}",
-            fix=f"add override_model_config=true to use the command's values, or drop "
-            f"{', '.join(differ)} to keep {name}'s",
+            fix="add `--set override_model_config=true` to use the command's values, or "
+            f"`{names.flags(differ, [])}` to keep {name}'s",
         )
     ]
 
@@ -402,7 +271,7 @@ def check_static(
     request: MaxTextRequest, configs: MaxTextConfigs, _effective: Mapping[str, Any] | None = None
 ) -> list[Finding]:
     """Every fast MaxText-configuration finding for one command (pure: reads the files only)."""
-    index = _index(tuple(configs.base))
+    index = name_index(tuple(configs.base))
     return [
         *check_keys(request.args, index),
         *check_types(request.args, configs.base),

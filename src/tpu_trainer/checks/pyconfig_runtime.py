@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.checks.pyconfig import RENAMES, RUNTIME_NAME
+from tpu_trainer.checks.pyconfig_names import flags
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.versions import KeyTable
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.plan.plan import Finding, Level
 from tpu_trainer.runtime.manager import MAXTEXT, RuntimeSetupError, is_installed, runtime_python
@@ -98,7 +100,9 @@ def _one_line(message: str) -> str:
     return f"{lines[0]}: " + "; ".join(errors)
 
 
-def verdict_findings(verdict: PyconfigVerdict) -> list[Finding]:
+def verdict_findings(
+    verdict: PyconfigVerdict, args: Mapping[str, str] | None = None
+) -> list[Finding]:
     """A MaxText verdict as a finding whose fix names the next step."""
     if verdict.ok:
         shown = ", ".join(
@@ -116,11 +120,19 @@ def verdict_findings(verdict: PyconfigVerdict) -> list[Finding]:
         ]
     message = _one_line(verdict.message)
     if "override_model_config" in message:
-        fix = f"add override_model_config=true, or drop {verdict.key or 'the model keys'}"
+        dropped = f"--unset {verdict.key}" if verdict.key else "drop the model keys"
+        fix = f"add --set override_model_config=true, or {dropped}"
     elif verdict.key in RENAMES:
-        fix = f"rename {verdict.key} to {' or '.join(RENAMES[verdict.key].targets)}"
+        value = (args or {}).get(verdict.key, "VALUE")
+        new = RENAMES[verdict.key].targets
+        fix = (
+            f"rename {verdict.key} to {' or '.join(new)}: {flags([verdict.key], [(new[0], value)])}"
+        )
     elif "not in MaxText's list" in message:
-        fix = f"drop {verdict.key} or use its MaxText {MAXTEXT.version} name (`tpu-trainer check --fast` suggests one)"
+        fix = (
+            f"--unset {verdict.key}, or use its MaxText {MAXTEXT.version} name "
+            "(`tpu-trainer check --fast` gives the flags)"
+        )
     else:
         fix = f"correct {verdict.key or 'the setting MaxText names'}, then run the check again"
     return [
@@ -131,6 +143,30 @@ def verdict_findings(verdict: PyconfigVerdict) -> list[Finding]:
             fix=fix,
         )
     ]
+
+
+def for_version(
+    findings: list[Finding], request: MaxTextRequest, judged: KeyTable
+) -> list[Finding]:
+    """The runtime's verdict for an image that runs ``judged``: a key the runtime's MaxText
+    rejects but ``judged`` has is a version difference, not a failure of the run."""
+    out: list[Finding] = []
+    for found in findings:
+        key = next((k for k in request.args if f"'{k}'" in found.message), "")
+        if found.status is not Level.FAIL or not key or key not in judged.keys:
+            out.append(found)
+            continue
+        out.append(
+            Finding(
+                found.name,
+                Level.WARN,
+                f"MaxText {MAXTEXT.version} (the runtime) rejects {key}, which MaxText "
+                f"{judged.label} (your image) has: {found.message}",
+                fix=f"nothing for an image running {judged.name}; for {MAXTEXT.version}: "
+                + found.fix,
+            )
+        )
+    return out
 
 
 def check_runtime(
@@ -148,4 +184,4 @@ def check_runtime(
                 e.fix,
             )
         ]
-    return verdict_findings(verdict)
+    return verdict_findings(verdict, request.args)

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpu_trainer.checks.skip import skip_findings, skips
 from tpu_trainer.config.model import short
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
+from tpu_trainer.frameworks.maxtext.version_select import TargetVersion, select_version
 from tpu_trainer.plan.plan import Finding, Level, Plan
 from tpu_trainer.recipes.recipe import Framework
 
@@ -28,6 +30,10 @@ class CheckReport:
     findings: tuple[Finding, ...]
     seconds: Mapping[str, float] = field(default_factory=dict)
     """Wall time of each group of checks."""
+
+    def skipping(self, names: Sequence[str]) -> CheckReport:
+        """Without the findings ``--skip-check`` names (see checks/skip.py)."""
+        return CheckReport(skip_findings(self.findings, names), self.seconds) if names else self
 
     @property
     def failed(self) -> tuple[Finding, ...]:
@@ -46,15 +52,20 @@ class CheckReport:
         }
 
 
-def _fast_checks() -> list[tuple[str, FastCheck]]:
-    from tpu_trainer.checks import data, mesh, pyconfig, resumability, sharding
+def _fast_checks(target: TargetVersion) -> list[tuple[str, FastCheck]]:
+    from tpu_trainer.checks import data, mesh, pyconfig_version, resumability, sharding
     from tpu_trainer.checks import memory_estimate as estimate
+
+    def config_check(
+        req: MaxTextRequest, cfg: MaxTextConfigs, _: Mapping[str, Any]
+    ) -> list[Finding]:
+        return pyconfig_version.check_versioned(target, req, cfg)
 
     def data_check(req: MaxTextRequest, _: MaxTextConfigs, eff: Mapping[str, Any]) -> list[Finding]:
         return data.check_data(eff, req.devices_per_slice, req.num_slices, base=Path.cwd())
 
     return [
-        ("maxtext-config", pyconfig.check_static),
+        ("maxtext-config", config_check),
         ("mesh", mesh.check_mesh),
         ("sharding", sharding.check_sharding),
         ("memory-fit (estimate)", estimate.check_estimate),
@@ -86,19 +97,30 @@ def fast_findings(
                 "sharding, memory and data checks do not apply",
             )
         )
-        return CheckReport(tuple(findings), seconds)
+        return CheckReport(tuple(findings), seconds).skipping(plan.checks.skip)
     try:
         configs = configs or MaxTextConfigs.load(fetch=fetch)
     except TpuTrainerError as e:
         findings.append(Finding("maxtext-config", Level.WARN, e.message, e.fix))
-        return CheckReport(tuple(findings), seconds)
+        return CheckReport(tuple(findings), seconds).skipping(plan.checks.skip)
     request = MaxTextRequest.from_plan(plan)
-    findings += _maxtext_findings(request, configs, seconds)
-    return CheckReport(tuple(findings), seconds)
+    findings += _maxtext_findings(request, configs, seconds, target_version(plan), plan.checks.skip)
+    return CheckReport(tuple(findings), seconds).skipping(plan.checks.skip)
+
+
+def target_version(plan: Plan) -> TargetVersion:
+    """The MaxText version the plan's arguments are judged against (see version_select)."""
+    return select_version(
+        plan.checks.maxtext_version, plan.config.maxtext_branch, plan.recipe_script
+    )
 
 
 def _maxtext_findings(
-    request: MaxTextRequest, configs: MaxTextConfigs, seconds: dict[str, float]
+    request: MaxTextRequest,
+    configs: MaxTextConfigs,
+    seconds: dict[str, float],
+    target: TargetVersion,
+    skip: Sequence[str] = (),
 ) -> list[Finding]:
     """The MaxText configuration check, then (when every value has its type) the others."""
     from tpu_trainer.checks.pyconfig import typed_values
@@ -108,7 +130,9 @@ def _maxtext_findings(
     except TpuTrainerError:
         effective = None  # an unknown model: the configuration check says which names exist
     findings: list[Finding] = []
-    for name, check in _fast_checks():
+    for name, check in _fast_checks(target):
+        if skips(skip, name):
+            continue
         started = time.perf_counter()
         if name != "maxtext-config" and effective is None:
             continue
@@ -147,19 +171,24 @@ def runtime_findings(plan: Plan, runner: Any, *, aot: bool) -> CheckReport:
     if plan.recipe.framework is not Framework.MAXTEXT:
         return CheckReport(())
     request = MaxTextRequest.from_plan(plan)
+    target = target_version(plan)
     seconds: dict[str, float] = {}
     findings: list[Finding] = []
     steps: list[tuple[str, Callable[[], Sequence[Finding]]]] = [
         (
             "maxtext-config (MaxText pyconfig)",
-            lambda: pyconfig_runtime.check_runtime(request, runner),
+            lambda: pyconfig_runtime.for_version(
+                pyconfig_runtime.check_runtime(request, runner), request, target.table
+            ),
         ),
-        ("mesh (JAX)", lambda: mesh_runtime.check_mesh_with_jax(request, runner)),
+        (mesh_runtime.NAME, lambda: mesh_runtime.check_mesh_with_jax(request, runner)),
     ]
     if aot:
         steps.append(("memory-fit (AOT)", lambda: aot_check.check_aot(request, runner)))
     for name, step in steps:
+        if skips(plan.checks.skip, name):
+            continue  # not run at all: the AOT compile takes minutes
         started = time.perf_counter()
         findings += step()
         seconds[name] = time.perf_counter() - started
-    return CheckReport(tuple(findings), seconds)
+    return CheckReport(tuple(findings), seconds).skipping(plan.checks.skip)

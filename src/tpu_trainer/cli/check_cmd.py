@@ -50,6 +50,9 @@ def check(
     vars_: plan_cmd.VarOpt = None,
     num_slices: plan_cmd.SlicesOpt = None,
     zone: plan_cmd.ZoneOpt = None,
+    unset: plan_cmd.UnsetOpt = None,
+    maxtext_version: plan_cmd.MaxTextVersionOpt = None,
+    skip_check: plan_cmd.SkipCheckOpt = None,
     aot: AotOpt = False,
     fast: FastOpt = False,
     as_json: JsonOpt = False,
@@ -62,7 +65,12 @@ def check(
 
     plan = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config),
-        plan_cmd._options(sets, vars_, True, 3, 5, None, num_slices, zone),
+        plan_cmd.with_args(
+            plan_cmd._options(sets, vars_, True, 3, 5, None, num_slices, zone),
+            unset,
+            maxtext_version,
+            skip_check,
+        ),
     )
     report = fast_findings(plan)
     if not fast:

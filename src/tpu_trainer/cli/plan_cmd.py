@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,6 +26,23 @@ if TYPE_CHECKING:
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Set a MaxText argument KEY=VALUE (replaces the recipe's)."),
+]
+UnsetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--unset", help="Drop a recipe argument KEY (repeatable)."),
+]
+MaxTextVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--maxtext-version",
+        help="MaxText version the image runs (release, branch, tag or commit): the checks judge "
+        "the arguments against it (default: the configuration's maxtext_branch, else the "
+        "recipe README's pin, else the runtime's).",
+    ),
+]
+SkipCheckOpt = Annotated[
+    list[str] | None,
+    typer.Option("--skip-check", help="Leave out one check, by the name `check` prints."),
 ]
 VarOpt = Annotated[
     list[str] | None,
@@ -81,6 +99,19 @@ def _options(
     )
 
 
+def with_args(
+    opts: PlanOptions,
+    unset: list[str] | None,
+    maxtext_version: str | None = None,
+    skip: list[str] | None = None,
+) -> PlanOptions:
+    """``opts`` with ``--unset``, ``--maxtext-version`` and ``--skip-check``."""
+    from tpu_trainer.plan.plan import CheckOptions
+
+    checks = CheckOptions(maxtext_version, tuple(skip or ()))
+    return replace(opts, unset=tuple(unset or ()), checks=checks)
+
+
 def plan(
     request: RequestArg,
     config: ConfigOpt = None,
@@ -96,6 +127,9 @@ def plan(
     priority: PriorityOpt = None,
     num_slices: SlicesOpt = None,
     zone: ZoneOpt = None,
+    unset: UnsetOpt = None,
+    maxtext_version: MaxTextVersionOpt = None,
+    skip_check: SkipCheckOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show what the tool would do for a recipe, offline: slice, names, values, files, commands."""
@@ -104,8 +138,13 @@ def plan(
 
     p = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config),
-        _options(
-            sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
+        with_args(
+            _options(
+                sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
+            ),
+            unset,
+            maxtext_version,
+            skip_check,
         ),
     )
     from tpu_trainer.app.plan_json import plan_findings, plan_json
@@ -134,6 +173,7 @@ def scripts(
     priority: PriorityOpt = None,
     num_slices: SlicesOpt = None,
     zone: ZoneOpt = None,
+    unset: UnsetOpt = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace files not written by the tool.")
     ] = False,
@@ -146,8 +186,11 @@ def scripts(
 
     p: Plan = plan_request(
         Request(request, Filters(precision, topology, seq, variant), config, require_config=True),
-        _options(
-            sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
+        with_args(
+            _options(
+                sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
+            ),
+            unset,
         ),
     )
     setup_path, submit_path = p.files

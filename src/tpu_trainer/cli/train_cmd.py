@@ -70,6 +70,9 @@ def train(
     backend: BackendOpt = None,
     scale_down: ScaleDownOpt = False,
     skip_checks: SkipChecksOpt = False,
+    unset: plan_cmd.UnsetOpt = None,
+    maxtext_version: plan_cmd.MaxTextVersionOpt = None,
+    skip_check: plan_cmd.SkipCheckOpt = None,
     ray_image: RayImageOpt = None,
     report_to_recipe: ReportToRecipeOpt = False,
 ) -> None:
@@ -77,15 +80,20 @@ def train(
     machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
 
     The fast pre-flight checks (`tpu-trainer check --fast`) run first: a failure stops the run
-    before any capacity is asked for, unless --skip-checks."""
+    before any capacity is asked for, unless --skip-checks (or --skip-check NAME for one)."""
     from tpu_trainer.app.planning import Request, plan_request, plan_with_config
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
     from tpu_trainer.launchers.gke.run import GkeRun
     from tpu_trainer.recipes.resolve import Filters
 
-    options = plan_cmd._options(
-        sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, None
+    options = plan_cmd.with_args(
+        plan_cmd._options(
+            sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, None
+        ),
+        unset,
+        maxtext_version,
+        skip_check,
     )
     req = Request(request, Filters(precision, topology, seq, variant), config)
     if rehearse is not None and (backend is Backend.LOCAL or scale_down):
@@ -192,7 +200,7 @@ def preflight_gate(plan: Plan, request: str) -> None:
     raise TpuTrainerError(
         f"{len(report.failed)} pre-flight check(s) failed ({names}); nothing was created",
         fix=f"apply the fixes above (all checks: `tpu-trainer check {request}`), "
-        "or pass --skip-checks to submit anyway",
+        "or pass --skip-check NAME (one check) or --skip-checks (all) to submit anyway",
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from tpu_trainer.catalog.accelerators import Family, Precision
 from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
+from tpu_trainer.plan.arg_options import CheckOptions, unset_words
 from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
 from tpu_trainer.plan.plan_values import Finding, Level, Variable
 from tpu_trainer.plan.slices import Slice
@@ -26,6 +27,7 @@ from tpu_trainer.recipes.shell_words import Lit, Placeholder, Ref, Word
 
 __all__ = [
     "ArgChange",
+    "CheckOptions",
     "Finding",
     "Level",
     "Plan",
@@ -81,6 +83,9 @@ class PlanOptions:
     priority: str | None = None
     num_slices: int | None = None
     zone: str | None = None
+    unset: tuple[str, ...] = ()
+    """Recipe arguments to drop (``--unset KEY``)."""
+    checks: CheckOptions = field(default_factory=CheckOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,7 @@ class Plan:
     xpk_flags: tuple[tuple[str, str | None], ...]
     """Flags of the submit script's ``xpk workload create``, values as the script writes them."""
     findings: tuple[Finding, ...]
+    checks: CheckOptions = field(default_factory=CheckOptions)
 
     @property
     def args_variable(self) -> str:
@@ -304,6 +310,8 @@ def _program_args(
             before = words[index].render().partition("=")[2]
             words[index] = _arg_word(text)
             changes.append(ArgChange(key, before, value, why))
+    words, removed = unset_words(words, opts.unset, recipe.framework.value)
+    changes += [ArgChange(key, before, "", "--unset") for key, before in removed]
     return tuple(words), tuple(changes)
 
 
@@ -437,4 +445,5 @@ def build_plan(
         arg_changes=changes,
         xpk_flags=_xpk_flags(recipe, slice_, num_slices, opts),
         findings=tuple(findings),
+        checks=opts.checks,
     )
