@@ -29,6 +29,7 @@ from tpu_trainer.catalog.error_derive import (
 )
 from tpu_trainer.catalog.error_signatures import CATALOG_FILE, load_catalog
 from tpu_trainer.catalog.prices import PRICES_FILE, load_prices
+from tpu_trainer.catalog.step_times import STEP_TIMES_FILE, load_step_times
 from tpu_trainer.catalog.tpu_kinds import TPU_KINDS_FILE, load_tpu_kinds
 
 pytestmark = pytest.mark.unit
@@ -40,6 +41,7 @@ LOADERS: dict[str, Callable[[str, str], object]] = {
     TPU_KINDS_FILE: load_tpu_kinds,
     CATALOG_FILE: load_catalog,
     PRICES_FILE: load_prices,
+    STEP_TIMES_FILE: load_step_times,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,12 @@ def test_a_rehearsed_run_shows_its_phases_chip_hours_and_cost(tmp_path: Path) ->
     proc = _tool(env, "train", str(recipe), *rehearse, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = json.loads(_tool(env, "runs", "--json").stdout)[0]["id"]
+    assert "estimate for mixtral-moe on tpu7x-4x4x4 x1 (fp8), 30 steps:" in proc.stdout
+    db = sqlite3.connect(tmp_path / "store" / "runs.db")
+    (estimated,) = db.execute("SELECT at FROM estimates WHERE run_id = ?", (run_id,)).fetchone()
+    (asked,) = db.execute("SELECT MIN(at) FROM capacity_attempts").fetchone()
+    db.close()
+    assert estimated < asked  # printed and recorded before capacity was asked for
 
     unpriced = json.loads(_tool(env, "show", run_id, "--json").stdout)["timeline"]
     assert unpriced["cost"] is None
@@ -48,7 +55,13 @@ def test_a_rehearsed_run_shows_its_phases_chip_hours_and_cost(tmp_path: Path) ->
     prices = tmp_path / "prices.yaml"
     prices.write_text("prices: {tpu7x: 4.20}\n", encoding="utf-8")
     priced_env = {**env, "TPU_TRAINER_CONFIG": str(prices)}
-    shown = json.loads(_tool(priced_env, "show", run_id, "--json").stdout)["timeline"]
+    full = json.loads(_tool(priced_env, "show", run_id, "--json").stdout)
+    shown = full["timeline"]
+    side = full["estimate"]
+    assert side["estimate"]["step_source"].startswith("unknown: no run of mixtral-moe")
+    assert side["estimate"]["overheads"]["compile"]["source"] == "default (no run measured yet)"
+    assert side["actual"]["wall_seconds"] == shown["wall_seconds"]
+    assert side["actual"]["cost"] == pytest.approx(shown["cost"], abs=0.01)
     assert shown["chips"] == 64
     names = [p["name"] for p in shown["phases"]]
     for expected in ("capacity", "provisioning", "setup", "compile", "training", "teardown"):
@@ -77,6 +90,7 @@ def test_a_rehearsed_run_shows_its_phases_chip_hours_and_cost(tmp_path: Path) ->
     human = _tool(priced_env, "show", run_id).stdout
     assert "timeline (64 chips)" in human
     assert "configuration prices.tpu7x" in human
+    assert "estimate and actual" in human
 
     chart = tmp_path / "store" / "runs" / run_id / "timeline.png"
     assert chart.read_bytes().startswith(b"\x89PNG")

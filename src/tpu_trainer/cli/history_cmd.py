@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tpu_trainer.cli.common import JsonOpt, LangOpt
-from tpu_trainer.cli.ledger_view import ledger_columns, ledger_of, print_ledger, timeline_of
+from tpu_trainer.cli.ledger_view import (
+    estimate_and_actual,
+    ledger_columns,
+    ledger_of,
+    print_estimate,
+    print_ledger,
+    timeline_of,
+)
 from tpu_trainer.errors import InputError
 from tpu_trainer.report.model import ReportLang
 from tpu_trainer.store.db import RunMode
@@ -68,6 +75,7 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
     data = {
         **run_summary(store, row),
         "timeline": ledger_json(ledger),
+        "estimate": estimate_and_actual(store, row, ledger),
         "stages": [
             {"name": n, "status": s, "seconds": (f - b) if f else None, "detail": d}
             for n, s, b, f, d in store.stages(run_id)
@@ -114,6 +122,7 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
     figures = ", ".join(f"{k} {data[k]:.3f}" for k in _SUMMARY_KEYS if isinstance(data[k], float))
     console.print(f"steady state (steps {data['steady_steps']}): {figures or 'none'}")
     print_ledger(console, ledger)
+    print_estimate(console, data["estimate"])
 
 
 def compare(

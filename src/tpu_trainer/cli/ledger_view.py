@@ -84,3 +84,44 @@ def timeline_of(store: RunStore, row: RunRow) -> dict[str, Any]:
     from tpu_trainer.metrics.ledger import ledger_json
 
     return ledger_json(ledger_of(store, row))
+
+
+def estimate_and_actual(store: RunStore, row: RunRow, ledger: Ledger) -> dict[str, Any] | None:
+    """The estimate recorded before the run, beside what the run took (None without one)."""
+    recorded = store.estimate_of(row.id)
+    if recorded is None:
+        return None
+    line, cost = ledger.line, ledger.cost
+    return {
+        "estimate": recorded,
+        "actual": {
+            "wall_seconds": round(line.wall_seconds, 3),
+            "step_seconds": (store.metrics(row.id) or {}).get("step_seconds"),
+            "chip_hours": round(line.chip_hours, 6),
+            "cost": None if cost.total is None else round(cost.total, 2),
+        },
+    }
+
+
+def print_estimate(console: Console, side_by_side: dict[str, Any] | None) -> None:
+    from rich.table import Table
+
+    if side_by_side is None:
+        return
+    table = Table(title="estimate and actual")
+    for col in ("", "estimate", "actual"):
+        table.add_column(col)
+    est, act = side_by_side["estimate"], side_by_side["actual"]
+    for key, label in (
+        ("wall_seconds", "wall seconds"),
+        ("step_seconds", "step seconds"),
+        ("chip_hours", "chip-hours"),
+        ("cost", "cost (USD)"),
+    ):
+        table.add_row(label, _cell(est.get(key)), _cell(act.get(key)))
+    console.print(table)
+    console.print(f"estimated step time: {est.get('step_source')}")
+
+
+def _cell(value: object) -> str:
+    return f"{value:,.2f}" if isinstance(value, int | float) else "—"

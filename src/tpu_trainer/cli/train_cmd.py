@@ -126,6 +126,9 @@ def train(
         _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or ""))
         return
     run_id, services = run_services(setup)
+    from tpu_trainer.cli.estimate_cmd import announce_estimate
+
+    announce_estimate(services.store, run_id, plan, setup.config, services.store.mode)
     run = GkeRun(
         services,
         setup.config,

@@ -40,7 +40,7 @@ class _Shape:
     jax_devices: int
 
 
-def _shape(plan: Mapping[str, Any] | None) -> _Shape:
+def shape_of(plan: Mapping[str, Any] | None) -> _Shape:
     """Family, chips and JAX devices of the run's slices, from its stored plan."""
     s = (plan or {}).get("slice") or {}
     try:
@@ -80,7 +80,7 @@ def run_clock(store: RunStore, row: RunRow, chips: int) -> RunClock:
 
 
 def run_ledger(store: RunStore, row: RunRow, prices: Mapping[str, ChipPrice]) -> Ledger:
-    shape = _shape(store.plan_of(row.id))
+    shape = shape_of(store.plan_of(row.id))
     line = timeline(run_clock(store, row, shape.chips))
     rate = (
         chip_rate(shape.family, row.region, prices)
@@ -144,7 +144,7 @@ def phase_bars(line: Timeline) -> list[PhaseBar]:
 def draw_timeline(store: RunStore, row: RunRow, folder: Path) -> Path | None:
     """Write the run's Gantt chart into ``folder`` (beside its log); the chart needs no
     prices. Returns the file, or None when the run has no phases yet."""
-    line = timeline(run_clock(store, row, _shape(store.plan_of(row.id)).chips))
+    line = timeline(run_clock(store, row, shape_of(store.plan_of(row.id)).chips))
     title = f"{row.model} · {row.device_type} · run {row.id}"
     return write_timeline_plot(phase_bars(line), title, folder)
 

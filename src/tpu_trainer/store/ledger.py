@@ -1,10 +1,14 @@
-"""The clock times a run's timeline is drawn from: when each resource was asked for and last
-changed, and when each capacity attempt was made (the ``resources`` and ``capacity_attempts``
-tables, read as times)."""
+"""The clock times a run's timeline is drawn from (the ``resources`` and ``capacity_attempts``
+tables, read as times: when each resource was asked for and last changed, when each capacity
+attempt was made) and what a run was expected to take and cost (the ``estimates`` table,
+written before capacity is asked for)."""
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from tpu_trainer.store.file import StoreFile
 
@@ -31,7 +35,21 @@ class AttemptTime:
 
 
 class LedgerTable(StoreFile):
-    """Reads of a run's resource and capacity-attempt times."""
+    """Reads of a run's resource and capacity-attempt times; its estimate."""
+
+    def record_estimate(self, run_id: str, estimate: dict[str, Any]) -> None:
+        """Keep what ``run_id`` is expected to take (recorded before the run itself may be)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO estimates VALUES (?,?,?)",
+                (run_id, time.time(), json.dumps(estimate)),
+            )
+
+    def estimate_of(self, run_id: str) -> dict[str, Any] | None:
+        row = self._db.execute(
+            "SELECT estimate_json FROM estimates WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return json.loads(row[0]) if row else None
 
     def resource_times(self, run_id: str) -> list[ResourceTimes]:
         rows = self._db.execute(
