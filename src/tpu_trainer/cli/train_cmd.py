@@ -125,10 +125,7 @@ def train(
     if path is LaunchPath.KUBERAY:
         _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or ""))
         return
-    run_id, services = run_services(setup)
-    from tpu_trainer.cli.estimate_cmd import announce_estimate
-
-    announce_estimate(services.store, run_id, plan, setup.config, services.store.mode)
+    run_id, services = run_services(setup, plan)
     run = GkeRun(
         services,
         setup.config,
@@ -268,7 +265,7 @@ def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: st
     from tpu_trainer.launchers.kuberay.manifests import RaySettings
     from tpu_trainer.launchers.kuberay.run import KubeRayRun
 
-    run_id, services = run_services(setup)
+    run_id, services = run_services(setup, plan)
     run = KubeRayRun(
         services.store,
         services.runner,
