@@ -150,9 +150,10 @@ def test_a_run_that_never_trained_has_no_compile_or_training_phase() -> None:
 
 
 def test_the_shipped_table_prices_known_families_and_cites_its_source() -> None:
-    rate = chip_rate(Family.V6E, "us-east1")
-    assert rate.usd_per_chip_hour == PRICES[Family.V6E].regions["us-east1"].on_demand
-    assert rate.source.startswith("https://cloud.google.com/tpu/pricing")
+    rate = chip_rate(Family.V6E, "us-central1")
+    assert rate.usd_per_chip_hour == PRICES[Family.V6E].regions["us-central1"].on_demand
+    assert chip_rate(Family.V6E, "europe-west4").usd_per_chip_hour == 2.97
+    assert "skypilot-catalog" in rate.source and rate.usd_per_chip_hour == 2.70
     elsewhere = chip_rate(Family.V5P, "antarctica-south1")
     assert "no entry for antarctica-south1" in elsewhere.source
 
@@ -171,9 +172,9 @@ def test_tpu7x_has_no_shipped_price_and_says_how_to_set_one() -> None:
 def test_configured_prices_override_the_table_by_family_alias() -> None:
     overrides = {"tpu7x": ChipPrice(on_demand=4.2), "trillium": ChipPrice(spot=1.0)}
     assert chip_rate(Family.V7, None, overrides).usd_per_chip_hour == 4.2
-    v6e = chip_rate(Family.V6E, "us-east1", overrides)
+    v6e = chip_rate(Family.V6E, "us-central1", overrides)
     assert v6e.spot_usd_per_chip_hour == 1.0
-    assert v6e.usd_per_chip_hour == PRICES[Family.V6E].regions["us-east1"].on_demand
+    assert v6e.usd_per_chip_hour == PRICES[Family.V6E].regions["us-central1"].on_demand
 
 
 def test_cost_per_phase_and_per_million_tokens() -> None:
