@@ -28,6 +28,8 @@ from tpu_trainer.catalog.error_derive import (
     load_derive_tables,
 )
 from tpu_trainer.catalog.error_signatures import CATALOG_FILE, load_catalog
+from tpu_trainer.catalog.prices import PRICES_FILE, load_prices
+from tpu_trainer.catalog.step_times import STEP_TIMES_FILE, load_step_times
 from tpu_trainer.catalog.tpu_kinds import TPU_KINDS_FILE, load_tpu_kinds
 
 pytestmark = pytest.mark.unit
@@ -38,6 +40,8 @@ LOADERS: dict[str, Callable[[str, str], object]] = {
     DERIVE_TABLES_FILE: load_derive_tables,
     TPU_KINDS_FILE: load_tpu_kinds,
     CATALOG_FILE: load_catalog,
+    PRICES_FILE: load_prices,
+    STEP_TIMES_FILE: load_step_times,
 }
 
 

@@ -93,6 +93,9 @@ class Launcher(ABC):
         finally:
             row = self.store.run(self.run_id)
             outcome.status = row.status if row else RunStatus.FAILED
+            from tpu_trainer.metrics.ledger import timeline_chart
+
+            timeline_chart(self.store, row, self.run_dir)
             if self.reports_stored_error and row and row.error and outcome.error is None:
                 outcome.error = row.error
         return outcome

@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tpu_trainer.cli.common import JsonOpt, LangOpt
+from tpu_trainer.cli.ledger_view import (
+    estimate_and_actual,
+    ledger_columns,
+    ledger_of,
+    print_estimate,
+    print_ledger,
+    timeline_of,
+)
 from tpu_trainer.errors import InputError
 from tpu_trainer.report.model import ReportLang
 from tpu_trainer.store.db import RunMode
@@ -53,15 +61,21 @@ def run_summary(store: RunStore, row: RunRow) -> dict[str, Any]:
         "loss_first": loss.get("first"),
         "loss_last": loss.get("last"),
         "error": row.error,
+        **ledger_columns(store, row),
     }
 
 
 def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
     """One run: stages and their times, resources, capacity attempts, steady-state figures."""
+    from tpu_trainer.metrics.ledger import ledger_json
+
     store = _store()
     row = _run(store, run_id)
+    ledger = ledger_of(store, row)
     data = {
         **run_summary(store, row),
+        "timeline": ledger_json(ledger),
+        "estimate": estimate_and_actual(store, row, ledger),
         "stages": [
             {"name": n, "status": s, "seconds": (f - b) if f else None, "detail": d}
             for n, s, b, f, d in store.stages(run_id)
@@ -107,6 +121,8 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
         console.print(table)
     figures = ", ".join(f"{k} {data[k]:.3f}" for k in _SUMMARY_KEYS if isinstance(data[k], float))
     console.print(f"steady state (steps {data['steady_steps']}): {figures or 'none'}")
+    print_ledger(console, ledger)
+    print_estimate(console, data["estimate"])
 
 
 def compare(
@@ -184,8 +200,12 @@ def export(
     if fmt not in ("csv", "json"):
         raise InputError(f"--format {fmt}: unknown", fix="use --format csv or --format json")
     store = _store()
-    rows = [run_summary(store, r) for r in store.runs(limit=1_000_000)]
+    runs = store.runs(limit=1_000_000)
+    rows = [run_summary(store, r) for r in runs]
     if fmt == "json":
+        rows = [
+            {**r, "timeline": timeline_of(store, run)} for r, run in zip(rows, runs, strict=True)
+        ]
         text = json.dumps(rows, indent=2, default=str) + "\n"
     else:
         buf = io.StringIO()

@@ -16,6 +16,7 @@ from tpu_trainer.cli import (
     collect_cmd,
     config_cmd,
     diagnose_cmd,
+    estimate_cmd,
     history_cmd,
     ops_cmd,
     plan_cmd,
@@ -54,6 +55,7 @@ app.command("show")(history_cmd.show)
 app.command("compare")(history_cmd.compare)
 app.command("report")(history_cmd.report)
 app.command("export")(history_cmd.export)
+app.command("estimate")(estimate_cmd.estimate)
 
 _state = {"debug": False}
 

@@ -280,7 +280,7 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
 
     table = Table(title=f"runs ({store.path})")
     columns = ("id", "created", "model", "device type", "precision", "status", "mode")
-    for col in (*columns, "live resources"):
+    for col in (*columns, "live resources", "cost (USD)"):
         table.add_column(col)
     for d in data:
         table.add_row(
@@ -292,5 +292,6 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
             str(d["status"]),
             str(d["mode"]),
             str(d["live_resources"]),
+            "—" if d["cost_usd"] is None else f"{d['cost_usd']:.2f}",
         )
     Console().print(table)

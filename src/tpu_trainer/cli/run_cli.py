@@ -16,12 +16,18 @@ if TYPE_CHECKING:
     from tpu_trainer.plan.slices import Slice
 
 
-def run_services(setup: Setup) -> tuple[str, Services]:
-    """A new run's id and the services that record its commands under it."""
+def run_services(setup: Setup, plan: Plan | None = None) -> tuple[str, Services]:
+    """A new run's id and the services that record its commands under it; a recipe's run
+    (``plan``) gets its estimate printed and recorded, before capacity is asked for."""
     from tpu_trainer.app.services import new_run_id
 
     run_id = new_run_id()
-    return run_id, setup.services.for_run(run_id)
+    services = setup.services.for_run(run_id)
+    if plan is not None:
+        from tpu_trainer.cli.estimate_cmd import announce_estimate
+
+        announce_estimate(services.store, run_id, plan, setup.config, services.store.mode)
+    return run_id, services
 
 
 def run_on_tpu_vm(
@@ -42,7 +48,7 @@ def run_on_tpu_vm(
     from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
     from tpu_trainer.launchers.tpu_vm.spec import tpu_vm_spec
 
-    run_id, services = run_services(setup)
+    run_id, services = run_services(setup, plan)
     vm = tpu_vm_spec(
         run_id=run_id,
         model=model,

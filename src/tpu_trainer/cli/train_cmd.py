@@ -133,7 +133,7 @@ def train(
     if path is LaunchPath.KUBERAY:
         _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or ""))
         return
-    run_id, services = run_services(setup)
+    run_id, services = run_services(setup, plan)
     run = GkeRun(
         services,
         setup.config,
@@ -273,7 +273,7 @@ def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: st
     from tpu_trainer.launchers.kuberay.manifests import RaySettings
     from tpu_trainer.launchers.kuberay.run import KubeRayRun
 
-    run_id, services = run_services(setup)
+    run_id, services = run_services(setup, plan)
     run = KubeRayRun(
         services.store,
         services.runner,

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 from pydantic_core import PydanticCustomError
 
+from tpu_trainer.config.prices import PRICES_EXAMPLE, ChipPrice, PriceError, parse_prices
 from tpu_trainer.errors import ConfigError
 
 
@@ -69,6 +70,8 @@ class Config:
     libtpu_version: str | None = None
     machine_type: str | None = None
     """GKE machine type override (e.g. tpu7x-ultranet-4t); otherwise the family's standard one."""
+    prices: Mapping[str, ChipPrice] = field(default_factory=dict)
+    """Chip-hour price overrides by TPU family (``prices:``; see ``config/prices.py``)."""
     sources: Mapping[str, Source] = field(default_factory=dict)
     """Where each key's value came from."""
     path: Path | None = None
@@ -243,9 +246,16 @@ def _value(key: _Key) -> Callable[[Any], Any]:
     return check
 
 
+def _prices(raw: Any) -> Mapping[str, ChipPrice]:
+    try:
+        return parse_prices(raw)
+    except PriceError as e:
+        raise _problem(str(e), f"write it like `{PRICES_EXAMPLE}` (USD per chip-hour)") from None
+
+
 _FIELDS: dict[str, Any] = {
     key.name: (Annotated[Any, BeforeValidator(_value(key))], None) for key in KEYS
-}
+} | {"prices": (Annotated[Any, BeforeValidator(_prices)], None)}
 _FileSchema: type[BaseModel] = create_model(
     "ConfigFile", __config__=ConfigDict(extra="forbid", frozen=True), **_FIELDS
 )
@@ -276,12 +286,15 @@ def _first_error(
         if key in missing:
             fix = f"add `{key.name}: {key.example}` ({key.help}) to {source}"
             return _fail(source, key.name, "missing", fix)
-        found = bad.get(key.name)
-        if found is not None:
-            ctx = found.get("ctx") or {}
-            problem, fix = str(ctx.get("problem", found["msg"])), str(ctx.get("fix", ""))
-            return _fail(source, key.name, problem, fix, lines.get(key.name))
-    return None
+        if key.name in bad:
+            return _reported(bad[key.name], source, key.name, lines)
+    return _reported(bad["prices"], source, "prices", lines) if "prices" in bad else None
+
+
+def _reported(found: Any, source: str, name: str, lines: Mapping[str, int]) -> ConfigError:
+    ctx = found.get("ctx") or {}
+    problem, fix = str(ctx.get("problem", found["msg"])), str(ctx.get("fix", ""))
+    return _fail(source, name, problem, fix, lines.get(name))
 
 
 def config_from_mapping(
@@ -308,6 +321,9 @@ def config_from_mapping(
     values: dict[str, Any] = {
         key.name: getattr(parsed, key.name) for key in KEYS if getattr(parsed, key.name) is not None
     }
+    prices = getattr(parsed, "prices", None)
+    if prices:
+        values["prices"] = prices
     sources = {name: Source(source, lines.get(name)) for name in values}
     if "region" not in values and "default_zone" in values:
         values["region"] = values["default_zone"].rsplit("-", 1)[0]

@@ -89,6 +89,7 @@ def rehearsal_config(scenario: Scenario, source: str, user: Config | None) -> Co
         jax_version=user.jax_version,
         libtpu_version=user.libtpu_version,
         machine_type=user.machine_type,
+        prices=user.prices,
         sources={**base.sources, **keep},
         path=user.path,
     )

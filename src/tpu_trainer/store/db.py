@@ -10,6 +10,7 @@ reads and writes live in their own module (``file``, ``runs``, ``resources``, ``
 from __future__ import annotations
 
 from tpu_trainer.store.file import RunMode, default_path, locks_dir
+from tpu_trainer.store.ledger import LedgerTable
 from tpu_trainer.store.resources import LIVE_STATES, Resource, ResourcesTable, ResourceState
 from tpu_trainer.store.runs import RunRow, RunsTable, RunStatus
 from tpu_trainer.store.steps import StepRow, StepsTable
@@ -28,5 +29,5 @@ __all__ = [
 ]
 
 
-class RunStore(RunsTable, ResourcesTable, StepsTable):
+class RunStore(RunsTable, ResourcesTable, StepsTable, LedgerTable):
     """The run store at ``path``; runs it creates get ``mode``."""

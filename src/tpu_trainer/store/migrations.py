@@ -93,4 +93,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN mode TEXT NOT NULL DEFAULT 'real';
     """,
+    # 4: what a run was expected to take and cost, recorded before capacity was asked for
+    """
+    CREATE TABLE estimates (
+        run_id TEXT PRIMARY KEY,
+        at REAL NOT NULL,
+        estimate_json TEXT NOT NULL
+    );
+    """,
 )

@@ -1,0 +1,160 @@
+"""A run's ledger: its timeline, chip-hours and cost, read from the run store.
+
+Glue between the store's rows and the pure computations (:mod:`metrics.timeline`,
+:mod:`metrics.cost`); :func:`ledger_json` is what ``show --json`` and ``export`` print.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.catalog.accelerators import Family
+from tpu_trainer.config.prices import ChipPrice
+from tpu_trainer.metrics.cost import ChipRate, RunCost, chip_rate, run_cost
+from tpu_trainer.metrics.timeline import (
+    ResourceSpan,
+    RunClock,
+    StageSpan,
+    Timeline,
+    timeline,
+)
+from tpu_trainer.report.timeline_plot import PhaseBar, write_timeline_plot
+from tpu_trainer.store.db import RunRow, RunStore
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    line: Timeline
+    cost: RunCost
+    family: Family | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    family: Family | None
+    chips: int
+    jax_devices: int
+
+
+def shape_of(plan: Mapping[str, Any] | None) -> _Shape:
+    """Family, chips and JAX devices of the run's slices, from its stored plan."""
+    s = (plan or {}).get("slice") or {}
+    try:
+        family = Family(str(s.get("family")))
+    except ValueError:
+        family = None
+    slices = int(s.get("num_slices") or 1)
+    chips = 0 if family in (None, Family.CPU) else int(s.get("chips") or 0) * slices
+    return _Shape(family, chips, int(s.get("jax_devices") or 1) * slices)
+
+
+def tokens_trained(steps: list[dict[str, Any]], jax_devices: int) -> float | None:
+    """Tokens the steps trained: their ``total_weights`` (the batch's tokens), else
+    Tokens/s/device × devices × seconds; None when the log gives neither."""
+    total = 0.0
+    for step in steps:
+        weights, rate = step.get("total_weights"), step.get("tokens_device")
+        if weights is not None:
+            total += float(weights)
+        elif rate is not None and step.get("seconds") is not None:
+            total += float(rate) * jax_devices * float(step["seconds"])
+    return total or None
+
+
+def run_clock(store: RunStore, row: RunRow, chips: int) -> RunClock:
+    return RunClock(
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        stages=[StageSpan(n, s, b, f) for n, s, b, f, _ in store.stages(row.id)],
+        resources=[
+            ResourceSpan(r.kind, r.state, r.created_at, r.updated_at)
+            for r in store.resource_times(row.id)
+        ],
+        step_seconds=[float(s["seconds"] or 0.0) for s in store.steps(row.id)],
+        chips=chips,
+    )
+
+
+def run_ledger(store: RunStore, row: RunRow, prices: Mapping[str, ChipPrice]) -> Ledger:
+    shape = shape_of(store.plan_of(row.id))
+    line = timeline(run_clock(store, row, shape.chips))
+    rate = (
+        chip_rate(shape.family, row.region, prices)
+        if shape.family is not None
+        else ChipRate(None, None, "price unknown: the run has no stored plan")
+    )
+    tokens = tokens_trained(store.steps(row.id), shape.jax_devices)
+    return Ledger(line, run_cost(line, rate, tokens), shape.family)
+
+
+def _at(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+def _money(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def ledger_json(ledger: Ledger) -> dict[str, Any]:
+    """The ledger as ``show --json`` prints it."""
+    line, cost = ledger.line, ledger.cost
+    bad = line.largest_badput
+    return {
+        "chips": line.chips,
+        "wall_seconds": round(line.wall_seconds, 3),
+        "chip_hours": round(line.chip_hours, 6),
+        "cost": _money(cost.total),
+        "price": {
+            "usd_per_chip_hour": cost.rate.usd_per_chip_hour,
+            "spot_usd_per_chip_hour": cost.rate.spot_usd_per_chip_hour,
+            "basis": "on-demand",
+            "source": cost.rate.source,
+        },
+        "tokens": cost.tokens,
+        "cost_per_million_tokens": _money(cost.per_million_tokens),
+        "goodput": None if line.goodput is None else round(line.goodput, 4),
+        "largest_badput": None
+        if bad is None
+        else {"phase": bad.name.value, "seconds": bad.seconds},
+        "phases": [
+            {
+                "name": p.name.value,
+                "start": _at(p.start),
+                "end": _at(p.end),
+                "seconds": round(p.seconds, 3),
+                "chip_hours": round(p.chip_hours, 6),
+                "cost": _money(c),
+            }
+            for p, c in zip(line.phases, cost.phases, strict=True)
+        ],
+        "notes": list(line.notes),
+    }
+
+
+def phase_bars(line: Timeline) -> list[PhaseBar]:
+    """The timeline's phases as the Gantt chart's bars (seconds from the request)."""
+    origin = line.phases[0].start if line.phases else 0.0
+    return [PhaseBar(p.name.value, p.start - origin, p.seconds, p.chip_hours) for p in line.phases]
+
+
+def draw_timeline(store: RunStore, row: RunRow, folder: Path) -> Path | None:
+    """Write the run's Gantt chart into ``folder`` (beside its log); the chart needs no
+    prices. Returns the file, or None when the run has no phases yet."""
+    line = timeline(run_clock(store, row, shape_of(store.plan_of(row.id)).chips))
+    title = f"{row.model} · {row.device_type} · run {row.id}"
+    return write_timeline_plot(phase_bars(line), title, folder)
+
+
+def timeline_chart(store: RunStore, row: RunRow | None, folder: Path) -> Path | None:
+    """:func:`draw_timeline` at the end of a run: a chart that cannot be drawn is left out
+    and never changes how the run ended."""
+    if row is None:
+        return None
+    try:
+        return draw_timeline(store, row, folder)
+    except Exception:  # the run's outcome is recorded already; the chart is extra
+        return None
