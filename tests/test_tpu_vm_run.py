@@ -1,5 +1,6 @@
-"""The TPU VM launcher end to end against the fake cloud: create -> READY -> install -> device
-check -> train on every worker -> metrics in the store -> delete, and every way it can fail."""
+"""The TPU VM launcher end to end against the simulated cloud (the real gcloud, the emulated
+Cloud TPU API, the local ssh stand-in): create -> READY -> install -> device check -> train on
+every worker -> metrics in the store -> delete, and every way it can fail."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,9 +20,9 @@ from typing import Any
 import pytest
 
 from conftest import CONFIG, RECIPES, RECIPES_ROOT
+from tpu_cloud_setup import stop_all, tpu_cloud
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.fakecloud import fake_cloud_env, init_state, load_scenario, write_shims
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile
 from tpu_trainer.frameworks.tunix.program import tunix_program
@@ -32,6 +33,7 @@ from tpu_trainer.launchers.tpu_vm.provision import ProvisionError
 from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
 from tpu_trainer.launchers.tpu_vm.spec import Provisioning, tpu_vm_spec
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.simcloud.server import Emulator
 from tpu_trainer.store.db import RunStatus, RunStore
 
 pytestmark = pytest.mark.e2e
@@ -50,19 +52,28 @@ class Cloud:
     runner: SubprocessRunner
     current: dict[str, str]
     """The run the recorded commands belong to."""
+    emulator: Emulator
 
     def calls(self, *prefix: str) -> list[list[str]]:
-        return [c for c in recorded_calls(self.state) if c[: len(prefix)] == list(prefix)]
+        """The commands the run sent (as its store recorded them) that start with ``prefix``."""
+        run = self.current.get("run", "")
+        found = [argv for argv, _, _ in self.store.commands(run)]
+        return [c for c in found if c[: len(prefix)] == list(prefix)]
 
     def nodes(self) -> dict[str, Any]:
         return dict(read_state(self.state)["tpu_vm"]["nodes"])
 
 
+@pytest.fixture(autouse=True)
+def _emulators() -> Iterator[None]:
+    yield
+    assert stop_all() == []  # every request and answer matched the discovery documents
+
+
 def _cloud(tmp_path: Path, scenario: str, **extra_env: str) -> Cloud:
-    state = tmp_path / "fake" / "state.json"
-    init_state(load_scenario(SCENARIOS / scenario), state)
-    write_shims(tmp_path / "fake" / "bin")
-    env = fake_cloud_env(tmp_path / "fake" / "bin", state, {**os.environ, **extra_env})
+    state, env, emulator = tpu_cloud(
+        tmp_path / "fake", SCENARIOS / scenario, {**os.environ, **extra_env}
+    )
     store = RunStore(tmp_path / "store" / "runs.db")
     current: dict[str, str] = {}
     runner = SubprocessRunner(
@@ -70,7 +81,7 @@ def _cloud(tmp_path: Path, scenario: str, **extra_env: str) -> Cloud:
         redactor=Redactor(env=env),
         recorder=lambda r: store.record_command(current.get("run"), r),
     )
-    return Cloud(state, env, store, SilentDisplay(), runner, current)
+    return Cloud(state, env, store, SilentDisplay(), runner, current, emulator)
 
 
 def _tunix_run(cloud: Cloud, *, topology: str = "v6e-16", **kw: Any) -> TpuVmRun:
@@ -199,7 +210,7 @@ def test_missing_hf_token_is_refused_before_anything_is_created(tmp_path: Path) 
     cloud.env.pop("HF_TOKEN", None)
     with pytest.raises(InputError, match="HF_TOKEN not set"):
         _tunix_run(cloud).start()
-    assert recorded_calls(cloud.state) == []
+    assert recorded_calls(cloud.state) == [] and cloud.emulator.exchanges == []
 
 
 def test_one_failing_worker_fails_the_run_with_its_tail_and_diagnosis_and_deletes_the_vm(
@@ -344,7 +355,7 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
     while time.monotonic() < deadline and proc.poll() is None:
         if state.exists():
             nodes = read_state(state)["tpu_vm"]["nodes"]
-            running = any(n["train_running"] for n in nodes.values())
+            running = any(n.get("train_running") for n in nodes.values())
             if running:
                 break
         time.sleep(0.1)
@@ -352,7 +363,7 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
-    calls = recorded_calls(state)
+    calls = [argv for argv, _, _ in RunStore(tmp_path / "store" / "runs.db").commands("0a1b2c3d")]
     stops = [c for c in calls if any(a.startswith("--command=if [ -f ") for a in c)]
     assert len(stops) == 1 and "--worker=all" in stops[0], err[-2000:]
     assert read_state(state)["tpu_vm"]["nodes"] == {}
