@@ -45,7 +45,7 @@ BASE: dict[str, Any] = {
             "host_count": 64,
             "capacity": "exhausted",
         },
-        {"name": "res-degraded", "zone": "us-central1-b", "host_count": 64, "status": "DEGRADED"},
+        {"name": "res-degraded", "zone": "us-central1-b", "host_count": 64, "health": "DEGRADED"},
         {"name": "res-ok", "zone": "us-central1-c", "host_count": 64, "in_use_hosts": 16},
     ],
     "resource_policies": [POLICY],

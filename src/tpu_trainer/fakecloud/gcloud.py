@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 from tpu_trainer.fakecloud import gcloud_compute, tpu_vm
@@ -21,15 +19,17 @@ from tpu_trainer.fakecloud.gcloud_cli import (
     resolve,
     split_filter,
 )
-from tpu_trainer.fakecloud.gke_text import CONTAINER_API, cluster_path
+from tpu_trainer.fakecloud.gke_text import CONTAINER_API, cluster_path, response_error
 from tpu_trainer.fakecloud.pools import (
     CreateRequest,
+    GkeError,
     create_pool,
     delete_pool,
     observe,
     pool_json,
-    require_cluster,
+    refusal_text,
 )
+from tpu_trainer.fakecloud.pools import require_cluster as _require_cluster
 from tpu_trainer.fakecloud.state import State
 
 _POOL_COLUMNS = ["name", "config.machineType", "config.diskSizeGb", "version:label=NODE_VERSION"]
@@ -42,6 +42,13 @@ _CLUSTER_COLUMNS = [
     "currentNodeCount:label=NUM_NODES",
     "status",
 ]
+
+
+def require_cluster(state: State, command: str, project: str, location: str, name: str) -> None:
+    try:
+        _require_cluster(state, project, location, name)
+    except GkeError as e:
+        raise ToolExit(response_error(command, e.code, e.message)) from None
 
 
 def emit(ctx: Ctx, answer: Answer, data: Any, *, many: bool, columns: list[str]) -> None:
@@ -162,7 +169,7 @@ def pools_list(ctx: Ctx, args: list[str]) -> Handler:
         answer.latency = "list"
         require_cluster(state, ctx.command, ctx.project or state["project"], where, ns.cluster)
         for pool in state["node_pools"].values():
-            observe(pool)
+            observe(state, pool)
         found = [pool_json(state, pool) for pool in state["node_pools"].values()]
         emit(ctx, answer, [f for f in found if matches(f, terms)], many=True, columns=_POOL_COLUMNS)
 
@@ -181,7 +188,7 @@ def pools_describe(ctx: Ctx, args: list[str]) -> Handler:
         if pool is None:
             path = f"{cluster_path(project, where, ns.cluster)}/nodePools/{ns.name}"
             raise ctx.fail(f"ResponseError: code=404, message=Not found: {path}.")
-        observe(pool)
+        observe(state, pool)
         emit(ctx, answer, pool_json(state, pool), many=False, columns=_POOL_COLUMNS)
 
     return run
@@ -200,7 +207,10 @@ def pools_delete(ctx: Ctx, args: list[str]) -> Handler:
                 f"The following node pool will be deleted.\n[{ns.name}] in cluster "
                 f"[{ns.cluster}] in [{where}]\n\nDo you want to continue (Y/n)?  "
             )
-        delete_pool(state, ctx.command, project, where, ns.cluster, ns.name)
+        try:
+            delete_pool(state, project, where, ns.cluster, ns.name)
+        except GkeError as e:
+            raise ToolExit(response_error(ctx.command, e.code, e.message)) from None
         link = f"{CONTAINER_API}/v1/projects/{project}/zones/{where}/clusters/{ns.cluster}"
         answer.err(f"Deleting node pool {ns.name}...done.")
         answer.err(f"Deleted [{link}/nodePools/{ns.name}].")
@@ -304,24 +314,16 @@ def pools_create(ctx: Ctx, args: list[str]) -> Handler:
             labels=labels,
             disable_autoupgrade=ns.no_enable_autoupgrade,
         )
-        pool = create_pool(state, req)
-        answer.after = _until(float(pool["ready_at"]))
+        try:
+            pool = create_pool(state, req)
+        except GkeError as e:
+            raise refusal_text(state, req, e) from None
         link = f"{CONTAINER_API}/v1beta1/projects/{req.project}/zones/{where}/clusters/{ns.cluster}"
         answer.err(f"Creating node pool {ns.name}...done.")
         answer.err(f"Created [{link}/nodePools/{ns.name}].")
         emit(ctx, answer, [pool_json(state, pool)], many=True, columns=_POOL_COLUMNS)
 
     return run
-
-
-def _until(ready_at: float) -> Callable[[Answer], None]:
-    """gcloud waits for the create operation (outside the lock); killing it stops the wait,
-    not the operation."""
-
-    def wait(_: Answer) -> None:
-        time.sleep(max(0.0, ready_at - time.time()))
-
-    return wait
 
 
 TREE: Tree = {
