@@ -127,13 +127,39 @@ def _live(cloud: Cloud) -> list[tuple[str, str, str]]:
     return db.execute("SELECT kind, name, state FROM resources ORDER BY id").fetchall()
 
 
-def test_tunix_run_on_v6e16_creates_trains_on_4_workers_stores_steps_and_deletes(
-    tmp_path: Path,
-) -> None:
-    cloud = _cloud(tmp_path, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
-    outcome = _tunix_run(cloud).start()
+@dataclass
+class SeenOnWorkers:
+    """A runner that, after each training ssh, reads which secrets the fake's workers got."""
 
+    inner: SubprocessRunner
+    state: Path
+    seen: list[list[str]]
+
+    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
+        result = self.inner.run(argv, **kw)
+        if "ssh" in argv and any("train.pid" in a for a in argv):
+            nodes = read_state(self.state)["tpu_vm"]["nodes"]
+            self.seen.extend(n["env_seen"] for n in nodes.values())
+        return result
+
+
+@pytest.fixture(scope="module")
+def tunix_done(tmp_path_factory: pytest.TempPathFactory) -> tuple[Cloud, SeenOnWorkers]:
+    """One successful Tunix run on a v6e-16 (several tests read what it left)."""
+    tmp = tmp_path_factory.mktemp("tunix")
+    cloud = _cloud(tmp, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
+    spy = SeenOnWorkers(cloud.runner, cloud.state, [])
+    run = _tunix_run(cloud)
+    run.runner = spy
+    outcome = run.start()
     assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    return cloud, spy
+
+
+def test_tunix_run_on_v6e16_creates_trains_on_4_workers_stores_steps_and_deletes(
+    tunix_done: tuple[Cloud, SeenOnWorkers],
+) -> None:
+    cloud, _ = tunix_done
     stages = [(name, status) for name, status, *_ in cloud.store.stages("0a1b2c3d")]
     assert stages == [
         ("provision", "ok"),
@@ -163,11 +189,9 @@ def test_tunix_run_on_v6e16_creates_trains_on_4_workers_stores_steps_and_deletes
 
 
 def test_secrets_reach_the_workers_through_the_environment_and_no_file_or_store(
-    tmp_path: Path,
+    tunix_done: tuple[Cloud, SeenOnWorkers],
 ) -> None:
-    cloud = _cloud(tmp_path, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
-    run = _tunix_run(cloud)
-    assert run.start().status is RunStatus.SUCCEEDED
+    cloud, _ = tunix_done
     seen_calls = cloud.calls("gcloud", "compute", "tpus", "tpu-vm", "ssh")
     train = next(c for c in seen_calls if any("train.pid" in a and "exec" in a for a in c))
     assert "--ssh-flag=-o SendEnv=HF_TOKEN" in train
@@ -180,28 +204,8 @@ def test_secrets_reach_the_workers_through_the_environment_and_no_file_or_store(
     assert "HF_TOKEN=***" in worker0 and "WANDB_API_KEY=***" in worker0
 
 
-@dataclass
-class SeenOnWorkers:
-    """A runner that, after each training ssh, reads which secrets the fake's workers got."""
-
-    inner: SubprocessRunner
-    state: Path
-    seen: list[list[str]]
-
-    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
-        result = self.inner.run(argv, **kw)
-        if "ssh" in argv and any("train.pid" in a for a in argv):
-            nodes = read_state(self.state)["tpu_vm"]["nodes"]
-            self.seen.extend(n["env_seen"] for n in nodes.values())
-        return result
-
-
-def test_the_workers_really_received_the_secrets(tmp_path: Path) -> None:
-    cloud = _cloud(tmp_path, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
-    spy = SeenOnWorkers(cloud.runner, cloud.state, [])
-    run = _tunix_run(cloud)
-    run.runner = spy
-    assert run.start().status is RunStatus.SUCCEEDED
+def test_the_workers_really_received_the_secrets(tunix_done: tuple[Cloud, SeenOnWorkers]) -> None:
+    _, spy = tunix_done
     assert spy.seen == [["HF_TOKEN", "WANDB_API_KEY"]]
 
 

@@ -2,8 +2,8 @@
 
 With ``$TPU_TRAINER_REAL_GCLOUD`` set (a rehearsal whose APIs are emulated), every command line
 is recorded in the state file's ``calls``, then: ``auth``/``config`` questions are answered
-from the scenario's account, Cloud TPU commands (``compute tpus``: ``tpu-vm ssh``/``scp`` are
-no API calls) go to the fake, and everything else execs the real gcloud. Without it, the fake
+from the scenario's account, ``compute tpus tpu-vm ssh``/``scp`` (no API calls) go to the
+local worker stand-in, and everything else execs the real gcloud. Without it, the fake
 answers everything.
 """
 
@@ -25,7 +25,8 @@ def command_words(argv: list[str]) -> list[str]:
 
 def answered_by_fake(argv: list[str]) -> bool:
     words = command_words(argv)
-    return words[:1] in (["auth"], ["config"]) or words[:2] == ["compute", "tpus"]
+    local = words[:3] == ["compute", "tpus", "tpu-vm"] and words[3:4] in (["ssh"], ["scp"])
+    return words[:1] in (["auth"], ["config"]) or local
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,6 @@
-"""The ``tpu_vm:`` part of a scenario: TPU VMs and queued resources, and what their workers
-print for each kind of command (docs/fake-cloud.md, "TPU VMs")."""
+"""The ``tpu_vm:`` part of a scenario: what the emulated Cloud TPU API offers (zones, capacity,
+how long things take), the VMs already there, and what the workers print for each kind of
+command (docs/fake-cloud.md, "Cloud TPU")."""
 
 from __future__ import annotations
 
@@ -145,11 +146,12 @@ class TpuVmScenario:
     zones: Names = ()
     """Zones that offer TPU VMs (default: the region's -a, -b and -c)."""
     creating_polls: Count = 1
-    """Describes that answer CREATING before a new VM is READY."""
+    """API calls a new VM stays CREATING (its create operation runs as long) before READY."""
     queued_polls: Count = 1
-    """Describes of a new queued resource that answer WAITING_FOR_RESOURCES before ACTIVE."""
+    """API calls a new queued resource stays WAITING_FOR_RESOURCES before it provisions."""
     capacity: Annotated[str, BeforeValidator(one_of(CAPACITIES))] = "ok"
-    """``exhausted``: every create fails with code 8, "There is no more capacity in the zone"."""
+    """``exhausted``: every create's operation fails with code 8, "There is no more capacity in
+    the zone"; queued resources wait for ever."""
     existing: Annotated[tuple[ExistingVm, ...], BeforeValidator(items)] = ()
     install: WorkerScript = field(default_factory=WorkerScript)
     devices: Annotated[Mapping[int, int], BeforeValidator(_devices)] = field(default_factory=dict)

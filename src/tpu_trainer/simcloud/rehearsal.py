@@ -29,6 +29,8 @@ from tpu_trainer.simcloud.gcloud_env import gcloud_env
 from tpu_trainer.simcloud.server import Emulator, Exchange, Service
 from tpu_trainer.simcloud.state_compute import StateCompute
 from tpu_trainer.simcloud.state_gke import StateGke
+from tpu_trainer.simcloud.tpu import Tpu
+from tpu_trainer.simcloud.tpu_state import file_state
 
 PROBLEMS = "emulator-problems.jsonl"
 """Under the rehearsal folder: one JSON line per exchange the schemas found wrong."""
@@ -36,7 +38,7 @@ PROBLEMS = "emulator-problems.jsonl"
 
 def services(state: Path) -> Sequence[Service]:
     """The emulated APIs over the state file at ``state``."""
-    return (StateGke(state), StateCompute(state))
+    return (StateGke(state), StateCompute(state), Tpu(file_state(state)))
 
 
 def real_gcloud(env: dict[str, str], shim_dir: Path) -> str:

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpu_trainer.fakecloud.state import advance, clock
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
 from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call
 from tpu_trainer.simcloud.tpu_state import (
+    START,
     TICK_SECONDS,
     MemoryState,
     Record,
@@ -357,8 +359,9 @@ class Tpu:
             raise ApiError(501, f"Method {call.method.id} is not emulated.")
         with self.state() as state:
             tv = tpu_section(state)
+            tv["clock"] = clock(state) - START
             _advance(tv)
             try:
                 return handler(tv, state, call)
             finally:
-                tv["clock"] = float(tv["clock"]) + TICK_SECONDS
+                advance(state, TICK_SECONDS)

@@ -10,8 +10,9 @@ same VMs):
   ``runtime_version``, ``state``, ``workers`` (their internal IPs), ``scheduling``,
   ``queued_resource``, and the emulator's own ``ready_at``/``gone_at``/``operation``).
 - ``queued``: queued resource id -> record; ``operations``: name -> long-running operation.
-- ``clock``: virtual seconds since the scenario's start. Each API call moves it by
-  :data:`TICK_SECONDS`; nothing ever sleeps.
+- ``clock``: the scenario's clock (``fakecloud.state.clock``, shared with the other emulated
+  APIs) as seconds since its start, as this service last saw it. Each Cloud TPU call moves
+  the shared clock by :data:`TICK_SECONDS`; nothing ever sleeps.
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from tpu_trainer.catalog.data_file import mapping, parse_mapping, read_packaged, strings
 from tpu_trainer.errors import TopologyError
+from tpu_trainer.fakecloud.state import FAKE_EPOCH, transaction
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.simcloud.server import ApiError, utc_timestamp
 
 TICK_SECONDS = 10.0
 """How far the scenario clock moves with each API call."""
-START = 1_795_327_200.0
+START = FAKE_EPOCH
 """The scenario clock's zero: 2026-11-22T06:00:00Z (the fake cloud's fixed "now")."""
 
 Record = dict[str, Any]
@@ -51,6 +54,11 @@ class MemoryState:
 
     def __call__(self) -> AbstractContextManager[dict[str, Any]]:
         return self._open()
+
+
+def file_state(path: Path) -> StateAccess:
+    """The state file of a rehearsal, opened under its lock for each call."""
+    return lambda: transaction(path)
 
 
 def tpu_section(state: dict[str, Any]) -> Record:
