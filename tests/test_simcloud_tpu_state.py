@@ -117,3 +117,22 @@ def test_the_scenarios_existing_vms_are_served_in_their_state(tmp_path: Path) ->
     assert [(n["name"].rsplit("/", 1)[1], n["state"]) for n in listed] == [("old", "PREEMPTED")]
     with pytest.raises(ApiError, match="already exists"):
         api("nodes.create", NODE, "nodeId=old")
+
+
+def test_spot_capacity_is_taken_back_when_the_scenario_says_and_suspends_its_queued_resource(
+    tmp_path: Path,
+) -> None:
+    api = Api(tmp_path, preempt_spot_after=1, creating_polls=0, queued_polls=0)
+    api("nodes.create", {**NODE, "schedulingConfig": {"spot": True}}, "nodeId=s1")
+    api("nodes.create", NODE, "nodeId=d1")  # on demand: never preempted
+    api("queuedResources.create", _queued_body("q-node"), "queuedResourceId=q1")
+    seen = [api("queuedResources.get", queuedResourcesId="q1")["state"]["state"] for _ in "abc"]
+    assert seen == ["ACTIVE", "SUSPENDED", "SUSPENDED"]  # READY for one call, then taken back
+    nodes = {n["name"].rsplit("/", 1)[1]: n for n in api("nodes.list")["nodes"]}
+    assert {k: n["state"] for k, n in nodes.items()} == {
+        "d1": "READY",
+        "q-node": "PREEMPTED",
+        "s1": "PREEMPTED",
+    }
+    assert "networkEndpoints" not in nodes["s1"]
+    assert nodes["q-node"]["schedulingConfig"] == {"spot": True}

@@ -273,6 +273,19 @@ def test_spot_capacity_through_a_queued_resource_is_given_back_whole(tmp_path: P
     ]
 
 
+def test_a_spot_vm_taken_back_before_it_is_used_fails_the_run_and_is_deleted(
+    tmp_path: Path,
+) -> None:
+    cloud = _cloud(tmp_path, "spot_preempted.yaml", HF_TOKEN=HF_TOKEN)
+    with pytest.raises(ProvisionError, match="is PREEMPTED instead of READY") as err:
+        _tunix_run(cloud, provisioning=Provisioning.SPOT).start()
+    assert "a preempted VM cannot be resumed" in err.value.fix
+    (create,) = cloud.calls("gcloud", "compute", "tpus", "tpu-vm", "create")
+    assert create[-1] == "--spot"
+    assert cloud.nodes() == {}
+    assert _live(cloud) == [("tpu-vm", "tpt-0a1b2c3d-qwen3-1-7b", "deleted")]
+
+
 def test_a_worker_that_misses_chips_stops_the_run_before_training(tmp_path: Path) -> None:
     cloud = _cloud(tmp_path, "missing_chips.yaml", HF_TOKEN=HF_TOKEN)
     with pytest.raises(TpuTrainerError, match="worker 1 sees 2 local JAX devices; v6e-4x4 has 4"):

@@ -49,6 +49,7 @@ def initial_tpu_vms(scenario: Scenario) -> dict[str, Any]:
         "creating_polls": tv.creating_polls,
         "queued_polls": tv.queued_polls,
         "capacity": tv.capacity,
+        "preempt_spot_after": tv.preempt_spot_after,
         "install": script(tv.install),
         "devices": {str(k): v for k, v in tv.devices.items()},
         "train": {

@@ -63,7 +63,7 @@ def _devices(value: Any) -> dict[int, int]:
     return dict(raw)
 
 
-def _maybe_worker(value: Any) -> int | None:
+def _maybe_count(value: Any) -> int | None:
     return None if value is None else at_least(0)(value)
 
 
@@ -97,7 +97,7 @@ class WorkerScript:
     """Every other worker's output (default: a short line)."""
     exit_code: Count = 0
     """Every worker's exit status (but the failing worker's)."""
-    failing_worker: Annotated[int | None, BeforeValidator(_maybe_worker)] = None
+    failing_worker: Annotated[int | None, BeforeValidator(_maybe_count)] = None
     failing_exit_code: Annotated[int, BeforeValidator(at_least(1))] = 1
     failing_log: AnyText = None
     """The failing worker's output (default: its usual output)."""
@@ -152,6 +152,9 @@ class TpuVmScenario:
     capacity: Annotated[str, BeforeValidator(one_of(CAPACITIES))] = "ok"
     """``exhausted``: every create's operation fails with code 8, "There is no more capacity in
     the zone"; queued resources wait for ever."""
+    preempt_spot_after: Annotated[int | None, BeforeValidator(_maybe_count)] = None
+    """API calls a spot VM stays READY before it is PREEMPTED (its queued resource then
+    SUSPENDED); none: spot capacity is never taken back."""
     existing: Annotated[tuple[ExistingVm, ...], BeforeValidator(items)] = ()
     install: WorkerScript = field(default_factory=WorkerScript)
     devices: Annotated[Mapping[int, int], BeforeValidator(_devices)] = field(default_factory=dict)
@@ -168,6 +171,7 @@ class TpuVmScenario:
                 "creating_polls",
                 "queued_polls",
                 "capacity",
+                "preempt_spot_after",
                 "existing",
                 "install",
                 "devices",

@@ -8,7 +8,8 @@ network endpoint per worker, and the operation is done with the node as its resp
 capacity (``capacity: exhausted``) the operation ends with RESOURCE_EXHAUSTED (code 8) and the
 node is gone, as a stockout does. A queued resource goes ACCEPTED -> WAITING_FOR_RESOURCES (for
 ``queued_polls`` calls, for ever without capacity) -> PROVISIONING -> ACTIVE (its node READY);
-FAILED when its node fails, SUSPENDED when its node is deleted. Deletes are operations done
+FAILED when its node fails, SUSPENDED when its node is deleted. A spot node is PREEMPTED
+``preempt_spot_after`` calls after it is READY, when the scenario says so. Deletes are operations done
 one tick later. ``tpu-vm ssh`` and ``scp`` are not API calls: the local worker stand-in reads
 the same nodes.
 """
@@ -275,6 +276,9 @@ def _advance(tv: Record) -> None:
                 del tv["nodes"][name]
             else:
                 ready(node)
+                _arm_preemption(tv, node, now)
+        elif node["state"] == "READY" and float(node.get("preempt_at", now + 1)) <= now:
+            node["state"] = "PREEMPTED"
     for qr in tv["queued"].values():
         _advance_queued(tv, qr, now)
     for op in tv["operations"].values():
@@ -304,7 +308,10 @@ def _advance_queued(tv: Record, qr: Record, now: float) -> None:
         op = _new_operation(
             tv, _parent(params), path, "create", _ticks(tv["behaviour"], "creating_polls")
         )
-        _add_node(tv, params, qr["node_id"], dict(spec.get("node") or {}), op, qr["name"])
+        body = dict(spec.get("node") or {})
+        if "spot" in qr["request"]:
+            body["schedulingConfig"] = {**body.get("schedulingConfig", {}), "spot": True}
+        _add_node(tv, params, qr["node_id"], body, op, qr["name"])
         state = "PROVISIONING"
     elif state == "PROVISIONING" and node is None:
         state = "FAILED"
@@ -312,9 +319,17 @@ def _advance_queued(tv: Record, qr: Record, now: float) -> None:
         qr["failed"] = error
     elif state == "PROVISIONING" and node is not None and node["state"] == "READY":
         state = "ACTIVE"
-    elif state == "ACTIVE" and (node is None or node["state"] == "DELETING"):
+    elif state == "ACTIVE" and (node is None or node["state"] in ("DELETING", "PREEMPTED")):
         state = "SUSPENDED"
     qr["state"] = state
+
+
+def _arm_preemption(tv: Record, node: Record, now: float) -> None:
+    """A spot node is taken back ``preempt_spot_after`` calls after it is READY."""
+    after = tv["behaviour"].get("preempt_spot_after")
+    spot = (node["request"].get("schedulingConfig") or {}).get("spot")
+    if after is not None and spot:
+        node["preempt_at"] = now + float(after) * TICK_SECONDS
 
 
 def _last_create(tv: Record, qr: Record) -> str:
