@@ -2,7 +2,7 @@
 in :mod:`tpu_trainer.fakecloud.tpu_vm_ssh`, queued resources in
 :mod:`tpu_trainer.fakecloud.tpu_queued`).
 
-Texts marked in docs/fake-cloud.md as verified come from real gcloud output; the others are
+Texts marked in docs/simulated-cloud.md as verified come from real gcloud output; the others are
 the fake's own wording, built to carry the same markers (``INVALID_ARGUMENT``, ``NOT_FOUND``).
 """
 

@@ -1,5 +1,5 @@
 """The fake's TPU VMs as data: the state they start from, the API's JSON for a node, and the
-checks and texts every create shares (docs/fake-cloud.md, "TPU VMs")."""
+checks and texts every create shares (docs/simulated-cloud.md, "TPU VMs")."""
 
 from __future__ import annotations
 

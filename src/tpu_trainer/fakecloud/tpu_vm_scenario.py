@@ -1,5 +1,5 @@
 """The ``tpu_vm:`` part of a scenario: TPU VMs and queued resources, and what their workers
-print for each kind of command (docs/fake-cloud.md, "TPU VMs")."""
+print for each kind of command (docs/simulated-cloud.md, "TPU VMs")."""
 
 from __future__ import annotations
 
