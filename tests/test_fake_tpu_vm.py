@@ -23,7 +23,7 @@ from tpu_trainer.launchers.tpu_vm.remote import device_check_command, install_co
 
 pytestmark = pytest.mark.unit
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "fake-cloud.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "simulated-cloud.md"
 ZONE = "europe-west4-a"
 WHERE = (f"--zone={ZONE}", "--project=demo-project")
 VM = {

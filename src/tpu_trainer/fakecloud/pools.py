@@ -212,7 +212,8 @@ def _capacity_problem(state: State, req: CreateRequest) -> str | None:
         return f"Google Compute Engine: The resource '{where}' was not found"
     if res["zone"] != req.zone or (res.get("machine_type") not in (None, req.machine_type)):
         return "Google Compute Engine: Reservation is incorrect for the requested resources."
-    if res["status"] != "READY" or res["capacity"] == "exhausted":
+    degraded = res.get("health") == "DEGRADED"
+    if res["status"] != "READY" or degraded or res["capacity"] == "exhausted":
         return EXHAUSTED.format(where=where)
     free = res["host_count"] - res["in_use_hosts"]
     if free < req.num_nodes:

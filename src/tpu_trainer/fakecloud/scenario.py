@@ -3,7 +3,7 @@ dataclasses, :mod:`schema`) into frozen dataclasses.
 
 Every problem names the file and the key (``scenario.yaml: reservations[1].status: ...``) and
 raises :class:`tpu_trainer.errors.ConfigError`. Unknown keys are errors too, so a typo never
-silently turns a failure mode off. ``docs/fake-cloud.md`` documents every key.
+silently turns a failure mode off. ``docs/simulated-cloud.md`` documents every key.
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def load_scenario(path: Path | str) -> Scenario:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(
             f"{path}: cannot read the scenario file: {getattr(e, 'strerror', None) or 'not UTF-8'}",
-            fix="give the path of a scenario YAML file (see docs/fake-cloud.md)",
+            fix="give the path of a scenario YAML file (see docs/simulated-cloud.md)",
         ) from None
     from tpu_trainer.config.load import refuse_aliases
 

@@ -51,7 +51,7 @@ def state_path(env: Mapping[str, str] | None = None) -> Path:
     if not value:
         raise FakeCloudError(
             f"{STATE_ENV} is not set: point it at a state file made by "
-            "tpu_trainer.fakecloud.init_state (see docs/fake-cloud.md)"
+            "tpu_trainer.fakecloud.init_state (see docs/simulated-cloud.md)"
         )
     path = Path(value)
     if not path.exists():

@@ -1,6 +1,6 @@
 """The ``tpu_vm:`` part of a scenario: what the emulated Cloud TPU API offers (zones, capacity,
 how long things take), the VMs already there, and what the workers print for each kind of
-command (docs/fake-cloud.md, "Cloud TPU")."""
+command (docs/simulated-cloud.md, "Cloud TPU")."""
 
 from __future__ import annotations
 

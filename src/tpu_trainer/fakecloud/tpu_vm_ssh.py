@@ -154,7 +154,7 @@ def _answer(
     if shape is Shape.STOP:
         node["train_running"] = False
         return {w: WorkerResult("", 0) for w in workers}
-    text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/fake-cloud.md)\n"
+    text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/simulated-cloud.md)\n"
     return {w: WorkerResult(text, 127) for w in workers}
 
 

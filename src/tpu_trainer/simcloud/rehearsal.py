@@ -88,10 +88,12 @@ def emulated_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
     """``env`` (a fake-cloud environment) with the emulator started and gcloud pointed at it."""
     real = real_gcloud(env, workdir / "bin")
     emulator = start_emulator(workdir)
-    signed_in = bool(read_state(workdir / "state.json").get("account"))
+    state = read_state(workdir / "state.json")
+    signed_in = bool(state.get("account"))
     return {
         **env,
         **gcloud_env(emulator.base_url, workdir / "gcloud-config", signed_in=signed_in),
+        "CLOUDSDK_CORE_PROJECT": str(state["project"]),
         REAL_GCLOUD_ENV: real,
     }
 

@@ -188,6 +188,8 @@ class StateGke:
             return _public(op)
         op = _new_operation(state, p, "CREATE_NODE_POOL", target, float(pool["ready_at"]))
         pool["operation"] = op["name"]
+        if pool["polls_left"]:  # gcloud reads the pool once its create is done: not a poll
+            pool["polls_left"] += 1
         return _public(op)
 
     def _pool_delete(self, state: State, call: Call) -> JsonObject:
