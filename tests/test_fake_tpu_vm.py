@@ -16,6 +16,7 @@ import yaml
 from tpu_trainer.errors import ConfigError
 from tpu_trainer.fakecloud import init_state, parse_scenario, read_state
 from tpu_trainer.fakecloud.gcloud import main as gcloud
+from tpu_trainer.fakecloud.gcloud_dispatch import answered_by_fake
 from tpu_trainer.fakecloud.scenario import load_scenario
 from tpu_trainer.fakecloud.state import STATE_ENV, transaction
 from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
@@ -92,6 +93,17 @@ def test_a_missing_vm_is_not_found_and_only_ssh_and_scp_are_local(fake: Fake) ->
     )
     describe = fake.tpu("tpu-vm", "describe", "t1", *WHERE)
     assert describe.code == 2  # the API's commands are the real gcloud's, never the stand-in's
+
+
+def test_a_rehearsals_gcloud_keeps_only_ssh_and_scp_local() -> None:
+    assert answered_by_fake(["compute", "tpus", "tpu-vm", "ssh", "t1", "--worker=all"])
+    assert answered_by_fake(["compute", "tpus", "tpu-vm", "scp", "a.py", "t1:dir/"])
+    for api_call in (
+        ["compute", "tpus", "tpu-vm", "create", "t1", "--spot"],
+        ["compute", "tpus", "tpu-vm", "describe", "t1", "--format=json"],
+        ["alpha", "compute", "tpus", "queued-resources", "delete", "q1", "--force"],
+    ):
+        assert not answered_by_fake(api_call), api_call
 
 
 def test_a_vm_that_is_not_ready_refuses_the_connection(fake: Fake) -> None:
