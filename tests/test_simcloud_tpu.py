@@ -32,9 +32,10 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     assert emulator.invalid() == []
 
 
-def gcloud(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+def gcloud(env: dict[str, str], *argv: str, track: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["gcloud", "compute", "tpus", *argv, "--zone=us-central1-a", "--project=p"],
+        ["gcloud", *([track] if track else []), "compute", "tpus", *argv,
+         "--zone=us-central1-a", "--project=p"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
@@ -49,6 +50,8 @@ def test_a_tpu_vm_is_created_with_its_workers_and_deleted(cloud: Cloud) -> None:
     node = json.loads(seen.stdout)
     assert node["state"] == "READY"
     assert len(node["networkEndpoints"]) == 4
+    alpha = gcloud(env, "tpu-vm", "describe", "vm1", "--format=json", track="alpha")  # v2alpha1
+    assert json.loads(alpha.stdout)["apiVersion"] == "V2_ALPHA1"
     listed = gcloud(env, "tpu-vm", "list")
     assert listed.stdout.split("\n")[0].split() == [
         "NAME", "ZONE", "ACCELERATOR_TYPE", "TYPE", "TOPOLOGY", "NETWORK", "RANGE", "STATUS",

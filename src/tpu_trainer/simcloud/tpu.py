@@ -80,11 +80,12 @@ def _node(tv: Record, params: dict[str, str]) -> Record:
 
 
 def _node_get(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
-    return node_view(_node(tv, call.params))
+    return node_view(_node(tv, call.params), call.api.version)
 
 
 def _node_list(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
-    return {"nodes": [node_view(n) for n in _listed(tv["nodes"], call.params)]}
+    version = call.api.version
+    return {"nodes": [node_view(n, version) for n in _listed(tv["nodes"], call.params)]}
 
 
 def _check_project(state: dict[str, Any], params: dict[str, str]) -> None:

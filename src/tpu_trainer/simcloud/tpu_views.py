@@ -21,7 +21,12 @@ def ready(node: Record) -> None:
     node["workers"] = _workers(node)
 
 
-def node_view(node: Record) -> JsonObject:
+_API_VERSIONS = {"v2": "V2", "v2alpha1": "V2_ALPHA1"}
+"""The ``Node.apiVersion`` each API version writes (v2alpha1's enum has no V2)."""
+
+
+def node_view(node: Record, version: str = "v2") -> JsonObject:
+    """The node as API ``version`` (v2, v2alpha1) shows it."""
     project, zone, name = node["project"], node["zone"], node["name"]
     region = zone.rsplit("-", 1)[0]
     view: JsonObject = dict(node.get("request") or {})
@@ -32,7 +37,7 @@ def node_view(node: Record) -> JsonObject:
         state=node["state"],
         createTime=node.get("create_time") or stamp(0.0),
         id=node["id"],
-        apiVersion="V2",
+        apiVersion=_API_VERSIONS.get(version, "V2"),
         cidrBlock="10.128.0.0/20",
     )
     view.setdefault(
