@@ -23,6 +23,7 @@ from tpu_trainer.fakecloud.gke_text import CONTAINER_API, cluster_path, response
 from tpu_trainer.fakecloud.pools import (
     CreateRequest,
     GkeError,
+    cluster_json,
     create_pool,
     delete_pool,
     observe,
@@ -61,35 +62,6 @@ def emit(ctx: Ctx, answer: Answer, data: Any, *, many: bool, columns: list[str])
         answer.out(text)
     if many and not data and (ctx.fmt is None or ctx.fmt.startswith("table")):
         answer.err("Listed 0 items.")
-
-
-def cluster_json(state: State) -> dict[str, Any]:
-    c, project, region = state["cluster"], state["project"], state["region"]
-    pools = [pool_json(state, p) for p in state["node_pools"].values()]
-    network: dict[str, Any] = {
-        "network": f"projects/{project}/global/networks/default",
-        "subnetwork": f"projects/{project}/regions/{region}/subnetworks/default",
-    }
-    if c["datapath"] == "ADVANCED_DATAPATH":  # GKE leaves the legacy default out
-        network["datapathProvider"] = "ADVANCED_DATAPATH"
-    if c["multi_networking"]:  # false booleans are left out of the JSON
-        network["enableMultiNetworking"] = True
-    return {
-        "name": c["name"],
-        "location": region,
-        "zone": region,
-        "status": "RUNNING",
-        "currentMasterVersion": c["node_version"],
-        "currentNodeVersion": c["node_version"],
-        "initialClusterVersion": c["node_version"],
-        "currentNodeCount": sum(p["node_count"] for p in state["node_pools"].values()),
-        "locations": [f"{region}-a", f"{region}-b", f"{region}-c"],
-        "endpoint": "34.118.10.20",
-        "networkConfig": network,
-        "releaseChannel": {"channel": "RAPID"},
-        "nodePools": pools,
-        "selfLink": f"{CONTAINER_API}/v1/{cluster_path(project, region, c['name'])}",
-    }
 
 
 # ---- clusters ----------------------------------------------------------------------------------
