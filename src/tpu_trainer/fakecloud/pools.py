@@ -375,3 +375,33 @@ def pool_json(state: State, pool: dict[str, Any]) -> dict[str, Any]:
     if pool["status_message"]:
         out["statusMessage"] = pool["status_message"]
     return out
+
+
+def cluster_json(state: State) -> dict[str, Any]:
+    """The scenario's cluster as ``clusters.get`` answers it."""
+    c, project, region = state["cluster"], state["project"], state["region"]
+    network: dict[str, Any] = {
+        "network": f"projects/{project}/global/networks/default",
+        "subnetwork": f"projects/{project}/regions/{region}/subnetworks/default",
+    }
+    if c["datapath"] == "ADVANCED_DATAPATH":  # GKE leaves the legacy default out
+        network["datapathProvider"] = "ADVANCED_DATAPATH"
+    if c["multi_networking"]:  # false booleans are left out of the JSON
+        network["enableMultiNetworking"] = True
+    return {
+        "name": c["name"],
+        "location": region,
+        "zone": region,
+        "status": "RUNNING",
+        "currentMasterVersion": c["node_version"],
+        "currentNodeVersion": c["node_version"],
+        "initialClusterVersion": c["node_version"],
+        "currentNodeCount": sum(p["node_count"] for p in state["node_pools"].values()),
+        "locations": [f"{region}-a", f"{region}-b", f"{region}-c"],
+        "endpoint": "34.118.10.20",
+        "networkConfig": network,
+        "releaseChannel": {"channel": "RAPID"},
+        "nodePools": [pool_json(state, p) for p in state["node_pools"].values()],
+        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/"
+        f"{region}/clusters/{c['name']}",
+    }

@@ -22,6 +22,7 @@ from typing import Any
 from tpu_trainer.fakecloud.pools import (
     CreateRequest,
     GkeError,
+    cluster_json,
     create_done,
     create_pool,
     delete_pool,
@@ -39,36 +40,6 @@ GCLOUD_POLL_SECONDS = 5.0
 """gcloud's wait between two ``operations.get`` of a container operation."""
 
 _API = "https://container.googleapis.com/v1beta1"
-
-
-def cluster_json(state: State) -> JsonObject:
-    """The scenario's cluster as ``clusters.get`` answers it."""
-    c, project, region = state["cluster"], state["project"], state["region"]
-    network: JsonObject = {
-        "network": f"projects/{project}/global/networks/default",
-        "subnetwork": f"projects/{project}/regions/{region}/subnetworks/default",
-    }
-    if c["datapath"] == "ADVANCED_DATAPATH":  # GKE leaves the legacy default out
-        network["datapathProvider"] = "ADVANCED_DATAPATH"
-    if c["multi_networking"]:  # false booleans are left out of the JSON
-        network["enableMultiNetworking"] = True
-    return {
-        "name": c["name"],
-        "location": region,
-        "zone": region,
-        "status": "RUNNING",
-        "currentMasterVersion": c["node_version"],
-        "currentNodeVersion": c["node_version"],
-        "initialClusterVersion": c["node_version"],
-        "currentNodeCount": sum(p["node_count"] for p in state["node_pools"].values()),
-        "locations": [f"{region}-a", f"{region}-b", f"{region}-c"],
-        "endpoint": "34.118.10.20",
-        "networkConfig": network,
-        "releaseChannel": {"channel": "RAPID"},
-        "nodePools": [pool_json(state, p) for p in state["node_pools"].values()],
-        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/"
-        f"{region}/clusters/{c['name']}",
-    }
 
 
 def _flag_labels(config: JsonObject) -> tuple[tuple[str, str], ...]:
