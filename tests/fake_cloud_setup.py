@@ -21,8 +21,9 @@ from tpu_trainer.fakecloud import (
     read_state,
     write_shims,
 )
+from tpu_trainer.simcloud.rehearsal import emulated_env
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "fake-cloud.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "simulated-cloud.md"
 REGION, PROJECT, CLUSTER = "us-central1", "demo-project", "demo-cluster"
 POLICY = "tpu7x-256-4x4x8-placement-policy"
 
@@ -45,7 +46,7 @@ BASE: dict[str, Any] = {
             "host_count": 64,
             "capacity": "exhausted",
         },
-        {"name": "res-degraded", "zone": "us-central1-b", "host_count": 64, "status": "DEGRADED"},
+        {"name": "res-degraded", "zone": "us-central1-b", "host_count": 64, "health": "DEGRADED"},
         {"name": "res-ok", "zone": "us-central1-c", "host_count": 64, "in_use_hosts": 16},
     ],
     "resource_policies": [POLICY],
@@ -96,7 +97,7 @@ def cloud_factory(tmp_path: Path) -> MakeCloud:
         scenario_file.write_text(yaml.safe_dump(data), encoding="utf-8")
         state = init_state(load_scenario(scenario_file), tmp_path / "state.json")
         write_shims(tmp_path / "bin")
-        return Cloud(state, fake_cloud_env(tmp_path / "bin", state))
+        return Cloud(state, emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state)))
 
     return make
 
@@ -145,7 +146,7 @@ def _pools(cloud: Cloud) -> dict[str, str]:
     return {p["name"]: p["status"] for p in listed}
 
 
-def _in_use(cloud: Cloud, reservation: str, zone: str) -> str:
+def _in_use(cloud: Cloud, reservation: str, zone: str) -> int:
     found = cloud.json(
         "gcloud",
         "beta",
@@ -157,5 +158,5 @@ def _in_use(cloud: Cloud, reservation: str, zone: str) -> str:
         "--format=json",
         f"--project={PROJECT}",
     )
-    value: str = found["aggregateReservation"]["inUseHostCount"]
+    value: int = found["aggregateReservation"]["inUseHostCount"]  # int32: a JSON number
     return value

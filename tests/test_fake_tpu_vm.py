@@ -1,10 +1,10 @@
-"""The fake cloud's TPU VMs: ``gcloud compute tpus tpu-vm create|describe|list|delete|ssh|scp``
-and ``queued-resources create|describe|delete`` answer like the real ones, and ``ssh`` never
-runs the command text. The fake runs in this process (its ``main``), against a state file."""
+"""The local stand-in for ``gcloud compute tpus tpu-vm ssh|scp`` (not API calls, so not
+emulated): it answers on the nodes in the state file the way gcloud does, and never runs the
+command text. It runs in this process (the fake gcloud's ``main``), against a state file whose
+VMs the scenario made (the emulated Cloud TPU API makes them in a rehearsal)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,20 +16,27 @@ import yaml
 from tpu_trainer.errors import ConfigError
 from tpu_trainer.fakecloud import init_state, parse_scenario, read_state
 from tpu_trainer.fakecloud.gcloud import main as gcloud
+from tpu_trainer.fakecloud.gcloud_dispatch import answered_by_fake
 from tpu_trainer.fakecloud.scenario import load_scenario
-from tpu_trainer.fakecloud.state import STATE_ENV
+from tpu_trainer.fakecloud.state import STATE_ENV, transaction
 from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
 from tpu_trainer.launchers.tpu_vm.remote import device_check_command, install_command, train_command
 
 pytestmark = pytest.mark.unit
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "fake-cloud.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "simulated-cloud.md"
 ZONE = "europe-west4-a"
 WHERE = (f"--zone={ZONE}", "--project=demo-project")
+VM = {
+    "name": "t1",
+    "zone": ZONE,
+    "accelerator_type": "v6e-16",
+    "runtime_version": "v2-alpha-tpuv6e",
+}
 BASE: dict[str, Any] = {
     "project": "demo-project",
     "region": "europe-west4",
-    "tpu_vm": {"zones": [ZONE], "creating_polls": 1},
+    "tpu_vm": {"zones": [ZONE], "existing": [VM]},
 }
 PROGRAM = VmProgram(
     framework="Demo",
@@ -63,12 +70,6 @@ class Fake:
     def tpu(self, *argv: str) -> Answer:
         return self("compute", "tpus", *argv)
 
-    def node(self, name: str) -> dict[str, Any]:
-        answer = self.tpu("tpu-vm", "describe", name, *WHERE, "--format=json")
-        assert answer.code == 0, answer.err
-        data: dict[str, Any] = json.loads(answer.out)
-        return data
-
     def nodes(self) -> dict[str, Any]:
         return dict(read_state(self.state)["tpu_vm"]["nodes"])
 
@@ -83,116 +84,37 @@ def fake(
     return Fake(state, capsys)
 
 
-def _create(
-    fake: Fake, name: str = "t1", accel: str = "v6e-16", version: str = "v2-alpha-tpuv6e"
-) -> Answer:
-    return fake.tpu(
-        "tpu-vm", "create", name, f"--accelerator-type={accel}", f"--version={version}", *WHERE
-    )
-
-
-def test_create_then_describe_goes_creating_to_ready_with_one_endpoint_per_worker(
-    fake: Fake,
-) -> None:
-    made = _create(fake)
-    assert made.code == 0, made.err
-    assert made.err.splitlines()[0] == "Create request issued for: [t1]"
-    first, second = fake.node("t1"), fake.node("t1")
-    assert first["state"] == "CREATING" and "networkEndpoints" not in first
-    assert second["state"] == "READY"
-    assert second["name"] == f"projects/demo-project/locations/{ZONE}/nodes/t1"
-    assert (second["acceleratorType"], second["runtimeVersion"]) == ("v6e-16", "v2-alpha-tpuv6e")
-    assert second["acceleratorConfig"] == {"topology": "4x4", "type": "V6E"}
-    assert len(second["networkEndpoints"]) == 4  # v6e-16: 16 chips, 4 per worker
-    assert {e["port"] for e in second["networkEndpoints"]} == {8470}
-
-
-def test_list_is_a_table_by_default(fake: Fake) -> None:
-    _create(fake)
-    table = fake.tpu("tpu-vm", "list", *WHERE)
-    assert table.out.splitlines()[0].split() == [
-        "NAME",
-        "ZONE",
-        "ACCELERATOR_TYPE",
-        "NETWORK",
-        "RANGE",
-        "STATUS",
-    ]
-    assert table.out.splitlines()[1].split()[:3] == ["t1", ZONE, "v6e-16"]
-
-
-def test_missing_vm_answers_not_found_on_describe_delete_and_ssh(fake: Fake) -> None:
-    for verb in ("describe", "delete"):
-        answer = fake.tpu("tpu-vm", verb, "nope", *WHERE, "--quiet")
-        assert answer.code == 1
-        assert answer.err.startswith(
-            f"ERROR: (gcloud.compute.tpus.tpu-vm.{verb}) NOT_FOUND: Resource "
-            f"'projects/demo-project/locations/{ZONE}/nodes/nope' was not found"
-        )
+def test_a_missing_vm_is_not_found_and_only_ssh_and_scp_are_local(fake: Fake) -> None:
     ssh = fake.tpu("tpu-vm", "ssh", "nope", *WHERE, "--worker=all", "--command=true")
-    assert ssh.code == 1 and "NOT_FOUND" in ssh.err
+    assert ssh.code == 1
+    assert ssh.err.startswith(
+        "ERROR: (gcloud.compute.tpus.tpu-vm.ssh) NOT_FOUND: Resource "
+        f"'projects/demo-project/locations/{ZONE}/nodes/nope' was not found"
+    )
+    describe = fake.tpu("tpu-vm", "describe", "t1", *WHERE)
+    assert describe.code == 2  # the API's commands are the real gcloud's, never the stand-in's
 
 
-def test_wrong_runtime_version_and_zone_are_invalid_argument_and_create_nothing(
-    fake: Fake,
-) -> None:
-    bad_version = _create(fake, version="v2-alpha-tpuv6")
-    assert bad_version.code == 1
-    assert bad_version.err.startswith(
-        "ERROR: (gcloud.compute.tpus.tpu-vm.create) INVALID_ARGUMENT: Cloud TPU received a bad "
-        'request. Runtime version "v2-alpha-tpuv6" is not supported'
-    )
-    bad_zone = fake.tpu(
-        "tpu-vm",
-        "create",
-        "t2",
-        "--accelerator-type=v6e-16",
-        "--version=v2-alpha-tpuv6e",
-        "--zone=europe-west4-b",
-    )
-    assert "the accelerator v6e-16 was not found in zone europe-west4-b [EID: 0x" in bad_zone.err
-    assert fake.nodes() == {}
+def test_a_rehearsals_gcloud_keeps_only_ssh_and_scp_local() -> None:
+    assert answered_by_fake(["compute", "tpus", "tpu-vm", "ssh", "t1", "--worker=all"])
+    assert answered_by_fake(["compute", "tpus", "tpu-vm", "scp", "a.py", "t1:dir/"])
+    for api_call in (
+        ["compute", "tpus", "tpu-vm", "create", "t1", "--spot"],
+        ["compute", "tpus", "tpu-vm", "describe", "t1", "--format=json"],
+        ["alpha", "compute", "tpus", "queued-resources", "delete", "q1", "--force"],
+    ):
+        assert not answered_by_fake(api_call), api_call
 
 
-def test_no_capacity_is_the_operation_error_gcloud_prints(fake: Fake) -> None:
-    init_state(
-        parse_scenario({**BASE, "tpu_vm": {"zones": [ZONE], "capacity": "exhausted"}}), fake.state
-    )
-    answer = _create(fake)
-    assert answer.code == 1
-    assert re.search(
-        r"to complete\.\.\.failed\.\nERROR: \(gcloud\.compute\.tpus\.tpu-vm\.create\) \{\n"
-        r'  "code": 8,\n  "message": "There is no more capacity in the zone \\"europe-west4-a\\"; ',
-        answer.err,
-    )
-    assert fake.nodes() == {}
-
-
-def test_spot_is_alpha_only_on_tpu_vm_create(fake: Fake) -> None:
-    ga = fake.tpu(
-        "tpu-vm",
-        "create",
-        "t1",
-        "--accelerator-type=v6e-16",
-        "--version=v2-alpha-tpuv6e",
-        "--spot",
-        *WHERE,
-    )
-    assert ga.code == 2 and "unrecognized arguments: --spot" in ga.err
-    alpha = fake(
-        "alpha",
-        "compute",
-        "tpus",
-        "tpu-vm",
-        "create",
-        "t1",
-        "--accelerator-type=v6e-16",
-        "--version=v2-alpha-tpuv6e",
-        "--spot",
-        *WHERE,
-    )
-    assert alpha.code == 0
-    assert fake.nodes()["t1"]["scheduling"]["spot"] is True
+def test_a_vm_that_is_not_ready_refuses_the_connection(fake: Fake) -> None:
+    with transaction(fake.state) as state:
+        state["tpu_vm"]["nodes"]["t1"]["state"] = "CREATING"
+    answer = _ssh(fake, "true", None)
+    assert answer.code == 255 and "Connection refused" in answer.err
+    with transaction(fake.state) as state:
+        state["tpu_vm"]["nodes"]["t1"]["state"] = "PREEMPTED"
+    answer = _ssh(fake, "true", None)
+    assert answer.code == 1 and "This TPU VM is PREEMPTED" in answer.err
 
 
 def _ssh(fake: Fake, command: str, out: Path | None, *extra: str) -> Answer:
@@ -202,14 +124,7 @@ def _ssh(fake: Fake, command: str, out: Path | None, *extra: str) -> Answer:
     return fake.tpu(*argv)
 
 
-def _ready(fake: Fake, name: str = "t1") -> None:
-    assert _create(fake, name).code == 0
-    fake.node(name)
-    assert fake.node(name)["state"] == "READY"
-
-
 def test_ssh_never_runs_the_command_text(tmp_path: Path, fake: Fake) -> None:
-    _ready(fake)
     marker = tmp_path / "pwned"
     out = tmp_path / "out"
     out.mkdir()
@@ -228,7 +143,7 @@ def test_ssh_writes_one_numbered_log_per_worker_and_exits_with_the_first_failure
                 **BASE,
                 "tpu_vm": {
                     "zones": [ZONE],
-                    "creating_polls": 0,
+                    "existing": [VM],
                     "install": {
                         "failing_worker": 2,
                         "failing_exit_code": 3,
@@ -239,7 +154,6 @@ def test_ssh_writes_one_numbered_log_per_worker_and_exits_with_the_first_failure
         ),
         fake.state,
     )
-    _ready(fake)
     out = tmp_path / "out"
     out.mkdir()
     answer = _ssh(fake, install_command(PROGRAM, "r1"), out)
@@ -259,7 +173,6 @@ def test_ssh_writes_one_numbered_log_per_worker_and_exits_with_the_first_failure
 def test_ssh_without_output_directory_prints_to_stdout_and_checks_the_directory(
     tmp_path: Path, fake: Fake
 ) -> None:
-    _ready(fake)
     missing = _ssh(fake, "true", tmp_path / "nowhere")
     assert missing.code == 1
     assert "Invalid value for [--output_directory]: Failed to find directory" in missing.err
@@ -271,7 +184,6 @@ def test_ssh_without_output_directory_prints_to_stdout_and_checks_the_directory(
 def test_device_check_and_train_shapes_need_the_install_and_the_files(
     tmp_path: Path, fake: Fake
 ) -> None:
-    _ready(fake)
     out = tmp_path / "out"
     out.mkdir()
     assert _ssh(fake, install_command(PROGRAM, "r1"), out).code == 0
@@ -297,41 +209,16 @@ def test_device_check_and_train_shapes_need_the_install_and_the_files(
 def test_base_image_on_v6e_is_created_but_jax_cannot_see_the_topology(
     tmp_path: Path, fake: Fake
 ) -> None:
-    assert _create(fake, version="tpu-ubuntu2204-base").code == 0
-    fake.node("t1")
+    base = {**VM, "runtime_version": "tpu-ubuntu2204-base"}
+    init_state(
+        parse_scenario({**BASE, "tpu_vm": {"zones": [ZONE], "existing": [base]}}), fake.state
+    )
     out = tmp_path / "out"
     out.mkdir()
     _ssh(fake, install_command(PROGRAM, "r1"), out)
     answer = _ssh(fake, device_check_command(PROGRAM), out)
     assert answer.code == 1
     assert "Failed to get global TPU topology" in (out / "0.log").read_text()
-
-
-def test_queued_resource_waits_then_holds_a_node_and_force_deletes_both(fake: Fake) -> None:
-    made = fake.tpu(
-        "queued-resources",
-        "create",
-        "q1",
-        "--node-id=t1",
-        "--accelerator-type=v6e-16",
-        "--runtime-version=v2-alpha-tpuv6e",
-        "--spot",
-        *WHERE,
-    )
-    assert made.code == 0, made.err
-
-    def state() -> str:
-        answer = fake.tpu("queued-resources", "describe", "q1", *WHERE, "--format=json")
-        data: dict[str, Any] = json.loads(answer.out)
-        assert data["tpu"]["nodeSpec"][0]["nodeId"] == "t1" and "spot" in data
-        return str(data["state"]["state"])
-
-    assert [state(), state()] == ["WAITING_FOR_RESOURCES", "ACTIVE"]
-    assert fake.nodes()["t1"]["queued_resource"] == "q1"
-    refused = fake.tpu("queued-resources", "delete", "q1", *WHERE, "--quiet")
-    assert refused.code == 1 and "FAILED_PRECONDITION" in refused.err
-    assert fake.tpu("queued-resources", "delete", "q1", *WHERE, "--force", "--quiet").code == 0
-    assert fake.nodes() == {} and read_state(fake.state)["tpu_vm"]["queued"] == {}
 
 
 def test_scenario_keys_are_checked_and_the_documented_example_loads(tmp_path: Path) -> None:

@@ -17,12 +17,12 @@ from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.planning import Request, plan_with_config
 from tpu_trainer.app.services import recording_services
-from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.provision import CapacityError
 from tpu_trainer.launchers.gke.run import GkeRun
 from tpu_trainer.plan.plan import PlanOptions
+from tpu_trainer.simcloud.rehearsal import prepare
 from tpu_trainer.store.db import RunStatus, RunStore
 
 pytestmark = pytest.mark.e2e

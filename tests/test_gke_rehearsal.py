@@ -1,4 +1,5 @@
-"""The whole GKE pipeline against the fake cloud: failover, fallback, crash clean-up."""
+"""The whole GKE pipeline against the simulated cloud (the real gcloud against the emulated
+GKE and Compute APIs, stand-in kubectl and xpk): failover, fallback, crash clean-up."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from conftest import GOLDEN, RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.simcloud.rehearsal import recorded_problems
 
 pytestmark = pytest.mark.e2e
 
@@ -102,6 +104,7 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
         "SELECT kind, name FROM resources WHERE state IN ('creating','created','deleting')"
     ).fetchall()
     assert live == []
+    assert recorded_problems(tmp_path / "rehearsal") == []
 
 
 def test_rehearsal_memory_limit_bug_falls_back_to_gcloud_with_the_exact_flags(
@@ -123,6 +126,7 @@ def test_rehearsal_memory_limit_bug_falls_back_to_gcloud_with_the_exact_flags(
         if c[:6] == ["gcloud", "beta", "compute", "resource-policies", "create", "workload-policy"]
     ]
     assert policy and "tpu7x-128-4x4x4-placement-policy" in policy[0]
+    assert recorded_problems(tmp_path / "rehearsal") == []
 
 
 def test_rehearsal_all_reservations_exhausted_lists_each_attempt_and_leaves_nothing(
@@ -139,7 +143,7 @@ def test_rehearsal_all_reservations_exhausted_lists_each_attempt_and_leaves_noth
 
 
 def _wait_for_stage(
-    tmp_path: Path, stage: str, proc: subprocess.Popen[str], limit: float = 120
+    tmp_path: Path, stage: str, proc: subprocess.Popen[str], limit: float = 300
 ) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:

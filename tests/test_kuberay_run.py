@@ -25,6 +25,7 @@ from tpu_trainer.launchers.kuberay.manifests import RaySettings
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.ray.follow import Deadlines
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.simcloud.rehearsal import emulated_env
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +54,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     state = tmp_path / "state.json"
     init_state(scenario, state)
     write_shims(tmp_path / "bin")
-    env = fake_cloud_env(tmp_path / "bin", state)
+    env = emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state))
     env.pop("RAY_AUTH_TOKEN", None)
     store = RunStore(tmp_path / "store" / "runs.db")
 

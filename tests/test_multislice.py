@@ -152,10 +152,10 @@ def test_not_logged_in_stops_before_the_first_create_and_says_gcloud_auth_login(
 def test_a_wrong_cluster_name_is_named_with_the_clusters_that_exist(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from tpu_trainer.fakecloud.rehearsal import prepare
     from tpu_trainer.infra.gcloud import Gcloud
     from tpu_trainer.infra.runner import SubprocessRunner
     from tpu_trainer.launchers.gke.preflight import NotReadyError, require_cluster
+    from tpu_trainer.simcloud.rehearsal import prepare
 
     config, env, _ = prepare(_scenario(tmp_path), None, cli_env(tmp_path), fresh=True)
     gcloud = Gcloud(SubprocessRunner(env=env), config.project_id)
@@ -205,9 +205,9 @@ def test_pods_that_never_schedule_fail_at_the_schedule_deadline_with_the_last_re
 def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) -> None:
     from tpu_trainer.app.display import SilentDisplay
     from tpu_trainer.app.services import recording_services
-    from tpu_trainer.fakecloud.rehearsal import prepare
     from tpu_trainer.launchers.gke.provision import Provisioner
     from tpu_trainer.plan.slices import Slice
+    from tpu_trainer.simcloud.rehearsal import prepare
     from tpu_trainer.store.db import RunStore
 
     tpu = {
@@ -249,7 +249,7 @@ def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) 
 
 @pytest.mark.e2e
 def test_the_fake_gcloud_without_an_account_answers_with_gclouds_own_text(tmp_path: Path) -> None:
-    from tpu_trainer.fakecloud.rehearsal import prepare
+    from tpu_trainer.simcloud.rehearsal import prepare
 
     _, env, _ = prepare(_scenario(tmp_path, account=None), None, cli_env(tmp_path), fresh=True)
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from conftest import RECIPES, RECIPES_ROOT, cli_env
-from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.simcloud.rehearsal import prepare
 
 pytestmark = pytest.mark.e2e
 

@@ -23,10 +23,10 @@ from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.guard import teardown_always
 from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.app.services import Services, recording_services
-from tpu_trainer.fakecloud.rehearsal import prepare
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.teardown import Teardown
+from tpu_trainer.simcloud.rehearsal import prepare
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
 pytestmark = pytest.mark.e2e

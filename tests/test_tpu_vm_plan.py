@@ -110,11 +110,11 @@ def test_create_argv_on_demand_is_ga_tpu_vm_create_with_the_accelerator_and_vers
     ]
 
 
-def test_spot_is_preemptible_on_ga_tpu_vm_create_and_spot_on_a_queued_resource() -> None:
+def test_spot_is_spot_on_ga_tpu_vm_create_and_on_a_queued_resource() -> None:
     direct = create_argv(_spec(Provisioning.SPOT))
     queued = create_argv(_spec(Provisioning.SPOT, queued=True))
     reserved = create_argv(_spec(Provisioning.RESERVED, queued=True))
-    assert direct[-1] == "--preemptible" and "--spot" not in direct
+    assert direct[-1] == "--spot" and "--preemptible" not in direct
     assert queued[:6] == [
         "gcloud",
         "compute",

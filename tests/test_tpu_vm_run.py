@@ -1,5 +1,6 @@
-"""The TPU VM launcher end to end against the fake cloud: create -> READY -> install -> device
-check -> train on every worker -> metrics in the store -> delete, and every way it can fail."""
+"""The TPU VM launcher end to end against the simulated cloud (the real gcloud, the emulated
+Cloud TPU API, the local ssh stand-in): create -> READY -> install -> device check -> train on
+every worker -> metrics in the store -> delete, and every way it can fail."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,9 +20,9 @@ from typing import Any
 import pytest
 
 from conftest import CONFIG, RECIPES, RECIPES_ROOT
+from tpu_cloud_setup import stop_all, tpu_cloud
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.fakecloud import fake_cloud_env, init_state, load_scenario, write_shims
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile
 from tpu_trainer.frameworks.tunix.program import tunix_program
@@ -32,6 +33,7 @@ from tpu_trainer.launchers.tpu_vm.provision import ProvisionError
 from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
 from tpu_trainer.launchers.tpu_vm.spec import Provisioning, tpu_vm_spec
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.simcloud.server import Emulator
 from tpu_trainer.store.db import RunStatus, RunStore
 
 pytestmark = pytest.mark.e2e
@@ -50,19 +52,28 @@ class Cloud:
     runner: SubprocessRunner
     current: dict[str, str]
     """The run the recorded commands belong to."""
+    emulator: Emulator
 
     def calls(self, *prefix: str) -> list[list[str]]:
-        return [c for c in recorded_calls(self.state) if c[: len(prefix)] == list(prefix)]
+        """The commands the run sent (as its store recorded them) that start with ``prefix``."""
+        run = self.current.get("run", "")
+        found = [argv for argv, _, _ in self.store.commands(run)]
+        return [c for c in found if c[: len(prefix)] == list(prefix)]
 
     def nodes(self) -> dict[str, Any]:
         return dict(read_state(self.state)["tpu_vm"]["nodes"])
 
 
+@pytest.fixture(autouse=True)
+def _emulators() -> Iterator[None]:
+    yield
+    assert stop_all() == []  # every request and answer matched the discovery documents
+
+
 def _cloud(tmp_path: Path, scenario: str, **extra_env: str) -> Cloud:
-    state = tmp_path / "fake" / "state.json"
-    init_state(load_scenario(SCENARIOS / scenario), state)
-    write_shims(tmp_path / "fake" / "bin")
-    env = fake_cloud_env(tmp_path / "fake" / "bin", state, {**os.environ, **extra_env})
+    state, env, emulator = tpu_cloud(
+        tmp_path / "fake", SCENARIOS / scenario, {**os.environ, **extra_env}
+    )
     store = RunStore(tmp_path / "store" / "runs.db")
     current: dict[str, str] = {}
     runner = SubprocessRunner(
@@ -70,7 +81,7 @@ def _cloud(tmp_path: Path, scenario: str, **extra_env: str) -> Cloud:
         redactor=Redactor(env=env),
         recorder=lambda r: store.record_command(current.get("run"), r),
     )
-    return Cloud(state, env, store, SilentDisplay(), runner, current)
+    return Cloud(state, env, store, SilentDisplay(), runner, current, emulator)
 
 
 def _tunix_run(cloud: Cloud, *, topology: str = "v6e-16", **kw: Any) -> TpuVmRun:
@@ -116,13 +127,39 @@ def _live(cloud: Cloud) -> list[tuple[str, str, str]]:
     return db.execute("SELECT kind, name, state FROM resources ORDER BY id").fetchall()
 
 
-def test_tunix_run_on_v6e16_creates_trains_on_4_workers_stores_steps_and_deletes(
-    tmp_path: Path,
-) -> None:
-    cloud = _cloud(tmp_path, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
-    outcome = _tunix_run(cloud).start()
+@dataclass
+class SeenOnWorkers:
+    """A runner that, after each training ssh, reads which secrets the fake's workers got."""
 
+    inner: SubprocessRunner
+    state: Path
+    seen: list[list[str]]
+
+    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
+        result = self.inner.run(argv, **kw)
+        if "ssh" in argv and any("train.pid" in a for a in argv):
+            nodes = read_state(self.state)["tpu_vm"]["nodes"]
+            self.seen.extend(n["env_seen"] for n in nodes.values())
+        return result
+
+
+@pytest.fixture(scope="module")
+def tunix_done(tmp_path_factory: pytest.TempPathFactory) -> tuple[Cloud, SeenOnWorkers]:
+    """One successful Tunix run on a v6e-16 (several tests read what it left)."""
+    tmp = tmp_path_factory.mktemp("tunix")
+    cloud = _cloud(tmp, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
+    spy = SeenOnWorkers(cloud.runner, cloud.state, [])
+    run = _tunix_run(cloud)
+    run.runner = spy
+    outcome = run.start()
     assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    return cloud, spy
+
+
+def test_tunix_run_on_v6e16_creates_trains_on_4_workers_stores_steps_and_deletes(
+    tunix_done: tuple[Cloud, SeenOnWorkers],
+) -> None:
+    cloud, _ = tunix_done
     stages = [(name, status) for name, status, *_ in cloud.store.stages("0a1b2c3d")]
     assert stages == [
         ("provision", "ok"),
@@ -152,11 +189,9 @@ def test_tunix_run_on_v6e16_creates_trains_on_4_workers_stores_steps_and_deletes
 
 
 def test_secrets_reach_the_workers_through_the_environment_and_no_file_or_store(
-    tmp_path: Path,
+    tunix_done: tuple[Cloud, SeenOnWorkers],
 ) -> None:
-    cloud = _cloud(tmp_path, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
-    run = _tunix_run(cloud)
-    assert run.start().status is RunStatus.SUCCEEDED
+    cloud, _ = tunix_done
     seen_calls = cloud.calls("gcloud", "compute", "tpus", "tpu-vm", "ssh")
     train = next(c for c in seen_calls if any("train.pid" in a and "exec" in a for a in c))
     assert "--ssh-flag=-o SendEnv=HF_TOKEN" in train
@@ -169,28 +204,8 @@ def test_secrets_reach_the_workers_through_the_environment_and_no_file_or_store(
     assert "HF_TOKEN=***" in worker0 and "WANDB_API_KEY=***" in worker0
 
 
-@dataclass
-class SeenOnWorkers:
-    """A runner that, after each training ssh, reads which secrets the fake's workers got."""
-
-    inner: SubprocessRunner
-    state: Path
-    seen: list[list[str]]
-
-    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
-        result = self.inner.run(argv, **kw)
-        if "ssh" in argv and any("train.pid" in a for a in argv):
-            nodes = read_state(self.state)["tpu_vm"]["nodes"]
-            self.seen.extend(n["env_seen"] for n in nodes.values())
-        return result
-
-
-def test_the_workers_really_received_the_secrets(tmp_path: Path) -> None:
-    cloud = _cloud(tmp_path, "tunix_v6e16.yaml", HF_TOKEN=HF_TOKEN, WANDB_API_KEY=WANDB_KEY)
-    spy = SeenOnWorkers(cloud.runner, cloud.state, [])
-    run = _tunix_run(cloud)
-    run.runner = spy
-    assert run.start().status is RunStatus.SUCCEEDED
+def test_the_workers_really_received_the_secrets(tunix_done: tuple[Cloud, SeenOnWorkers]) -> None:
+    _, spy = tunix_done
     assert spy.seen == [["HF_TOKEN", "WANDB_API_KEY"]]
 
 
@@ -199,7 +214,7 @@ def test_missing_hf_token_is_refused_before_anything_is_created(tmp_path: Path) 
     cloud.env.pop("HF_TOKEN", None)
     with pytest.raises(InputError, match="HF_TOKEN not set"):
         _tunix_run(cloud).start()
-    assert recorded_calls(cloud.state) == []
+    assert recorded_calls(cloud.state) == [] and cloud.emulator.exchanges == []
 
 
 def test_one_failing_worker_fails_the_run_with_its_tail_and_diagnosis_and_deletes_the_vm(
@@ -256,6 +271,19 @@ def test_spot_capacity_through_a_queued_resource_is_given_back_whole(tmp_path: P
         ("queued-resource", "deleted"),
         ("tpu-vm", "deleted"),
     ]
+
+
+def test_a_spot_vm_taken_back_before_it_is_used_fails_the_run_and_is_deleted(
+    tmp_path: Path,
+) -> None:
+    cloud = _cloud(tmp_path, "spot_preempted.yaml", HF_TOKEN=HF_TOKEN)
+    with pytest.raises(ProvisionError, match="is PREEMPTED instead of READY") as err:
+        _tunix_run(cloud, provisioning=Provisioning.SPOT).start()
+    assert "a preempted VM cannot be resumed" in err.value.fix
+    (create,) = cloud.calls("gcloud", "compute", "tpus", "tpu-vm", "create")
+    assert create[-1] == "--spot"
+    assert cloud.nodes() == {}
+    assert _live(cloud) == [("tpu-vm", "tpt-0a1b2c3d-qwen3-1-7b", "deleted")]
 
 
 def test_a_worker_that_misses_chips_stops_the_run_before_training(tmp_path: Path) -> None:
@@ -344,7 +372,7 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
     while time.monotonic() < deadline and proc.poll() is None:
         if state.exists():
             nodes = read_state(state)["tpu_vm"]["nodes"]
-            running = any(n["train_running"] for n in nodes.values())
+            running = any(n.get("train_running") for n in nodes.values())
             if running:
                 break
         time.sleep(0.1)
@@ -352,7 +380,7 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
-    calls = recorded_calls(state)
+    calls = [argv for argv, _, _ in RunStore(tmp_path / "store" / "runs.db").commands("0a1b2c3d")]
     stops = [c for c in calls if any(a.startswith("--command=if [ -f ") for a in c)]
     assert len(stops) == 1 and "--worker=all" in stops[0], err[-2000:]
     assert read_state(state)["tpu_vm"]["nodes"] == {}

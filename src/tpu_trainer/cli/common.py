@@ -42,7 +42,7 @@ RehearseOpt = Annotated[
     Path | None,
     typer.Option(
         "--rehearse",
-        help="Run against a fake cloud described by this scenario file (docs/fake-cloud.md); "
+        help="Run against a fake cloud described by this scenario file (docs/simulated-cloud.md); "
         "nothing reaches Google Cloud.",
     ),
 ]

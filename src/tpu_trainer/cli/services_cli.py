@@ -72,7 +72,8 @@ def build(
         config = load_config(config_path, require=True)
         assert config is not None  # noqa: S101 (require=True never returns None)
         return Setup(recording_services(store, display, config.project_id), config, None)
-    from tpu_trainer.fakecloud.rehearsal import prepare, reservation_notice
+    from tpu_trainer.fakecloud.rehearsal import reservation_notice
+    from tpu_trainer.simcloud.rehearsal import prepare
 
     user_config = load_config(config_path, require=False)
     config, env, workdir = prepare(rehearse, user_config, dict(os.environ), fresh=fresh)

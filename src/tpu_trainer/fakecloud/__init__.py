@@ -8,7 +8,7 @@ Rehearse a run, or test the tool, against a scenario instead of a real project::
     env = fake_cloud_env(bin_dir, state_file)   # run anything with this environment
 
 Every stand-in answers with the real tool's JSON shapes, error texts and exit codes, and keeps
-what it changes in the state file. ``docs/fake-cloud.md`` describes the scenario format.
+what it changes in the state file. ``docs/simulated-cloud.md`` describes the scenario format.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ def main(argv: list[str]) -> int:
         return 2
     tool, rest = argv[0], argv[1:]
     if tool == "gcloud":
-        from tpu_trainer.fakecloud.gcloud import main as run
+        from tpu_trainer.fakecloud.gcloud_dispatch import main as run
     elif tool == "kubectl":
         from tpu_trainer.fakecloud.kubectl import main as run
     else:

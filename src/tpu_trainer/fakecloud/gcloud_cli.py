@@ -144,35 +144,3 @@ def resolve(tree: Tree, argv: list[str]) -> Handler:
         bool(flags.get("quiet")),
     )
     return node(ctx, words)
-
-
-def add_location(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    for flag in ("--location", "--region", "--zone"):
-        group.add_argument(flag)
-
-
-def location(ctx: Ctx, ns: argparse.Namespace) -> str:
-    value = ns.location or ns.region or ns.zone
-    if not value:
-        raise ctx.fail(
-            "One of [--location, --region, --zone] must be supplied: Please specify location.", 1
-        )
-    return str(value)
-
-
-def split_filter(text: str) -> list[tuple[str, str, str]]:
-    """``name=foo AND status:READY`` as (key, operator, value) terms (the fake's subset)."""
-    terms = []
-    for raw in text.replace(" and ", " AND ").split(" AND "):
-        term = raw.strip()
-        for op in ("!=", "=", "~", ":"):
-            key, found, value = term.partition(op)
-            if found and key.strip():
-                terms.append((key.strip(), op, value.strip().strip("'\"")))
-                break
-        else:
-            raise ToolExit(
-                f"ERROR: (gcloud) The fake does not understand --filter term [{term}].\n", 2
-            )
-    return terms

@@ -7,7 +7,6 @@ import zlib
 from tpu_trainer.fakecloud.state import State, next_id
 
 CONTAINER_API = "https://container.googleapis.com"
-COMPUTE_API = "https://www.googleapis.com/compute"
 
 EXHAUSTED = (
     "Google Compute Engine: Requested resource is exhausted: RESOURCE_EXHAUSTED: not enough "
@@ -28,19 +27,9 @@ def cluster_path(project: str, location: str, cluster: str) -> str:
     return f"projects/{project}/locations/{location}/clusters/{cluster}"
 
 
-def compute_url(project: str, scope: str, *rest: str, track: str = "v1") -> str:
-    """``https://www.googleapis.com/compute/v1/projects/P/zones/Z/...``."""
-    return "/".join((f"{COMPUTE_API}/{track}/projects/{project}", scope, *rest))
-
-
 def response_error(command: str, code: int, message: str) -> str:
     """``ERROR: (gcloud.container.clusters.describe) ResponseError: code=404, message=...``."""
     return f"ERROR: ({command}) ResponseError: code={code}, message={message}\n"
-
-
-def fetch_error(command: str, resource: str, problem: str = "was not found") -> str:
-    """Compute API failures: ``Could not fetch resource:`` then `` - The resource '...' ...``."""
-    return f"ERROR: ({command}) Could not fetch resource:\n - The resource '{resource}' {problem}\n"
 
 
 def invalid_choice(command: str, word: str, choices: list[str]) -> str:

@@ -60,6 +60,8 @@ def initial_state(scenario: Scenario) -> State:
                 "name": r.name,
                 "zone": r.zone,
                 "status": r.status,
+                "health": r.health,
+                "degraded_blocks": r.degraded_block_count,
                 "host_count": r.host_count,
                 "in_use_hosts": r.in_use_hosts,
                 "capacity": r.capacity,

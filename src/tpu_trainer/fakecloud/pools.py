@@ -1,14 +1,14 @@
 """GKE node pools: the checks a create goes through, reservation accounting, and the JSON.
 
-Shared by the fake ``gcloud`` and the fake ``xpk`` (which creates pools the way xpk does, by
-running ``gcloud beta container node-pools create``). Failures raise ``ToolExit`` carrying
-gcloud's text, so xpk can relay them as the real one relays its subprocess's output.
+Shared by the emulated GKE API (``simcloud.state_gke``) and the fake ``xpk`` (which creates
+pools the way xpk does, by running ``gcloud beta container node-pools create``). A refusal is a
+``GkeError``: the API answers it as an HTTP error or a failed operation, the fake xpk relays
+it as gcloud's text (``refusal_text``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +22,21 @@ from tpu_trainer.fakecloud.gke_text import (
     op_error,
     response_error,
 )
-from tpu_trainer.fakecloud.state import State, new_pool
+from tpu_trainer.fakecloud.state import State, clock, new_pool
+
+
+class GkeError(Exception):
+    """GKE said no: at once (``code``, an HTTP status) or in the create operation (``code`` 0)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def in_operation(self) -> bool:
+        return self.code == 0
+
 
 _GENERIC_FAMILIES = (
     "e2",
@@ -103,7 +117,7 @@ class CreateRequest:
     disable_autoupgrade: bool = False
 
 
-def require_cluster(state: State, command: str, project: str, location: str, name: str) -> None:
+def require_cluster(state: State, project: str, location: str, name: str) -> None:
     """404 unless the scenario's cluster is ``name`` in ``location`` of ``project``."""
     c = state["cluster"]
     if not (
@@ -112,9 +126,7 @@ def require_cluster(state: State, command: str, project: str, location: str, nam
         and location == state["region"]
         and name == c["name"]
     ):
-        raise ToolExit(
-            response_error(command, 404, f"Not found: {cluster_path(project, location, name)}.")
-        )
+        raise GkeError(404, f"Not found: {cluster_path(project, location, name)}.")
 
 
 def reservation_name(value: str) -> str:
@@ -123,33 +135,26 @@ def reservation_name(value: str) -> str:
     return parts[parts.index("reservations") + 1] if "reservations" in parts[:-1] else parts[-1]
 
 
-def _invalid(req: CreateRequest, message: str) -> ToolExit:
-    return ToolExit(response_error(req.command, 400, f"INVALID_ARGUMENT: {message}"))
+def _invalid(req: CreateRequest, message: str) -> GkeError:  # noqa: ARG001
+    return GkeError(400, f"INVALID_ARGUMENT: {message}")
 
 
 def _check_request(state: State, req: CreateRequest) -> None:
     """The checks GKE makes before it starts an operation (nothing is created on failure)."""
-    require_cluster(state, req.command, req.project, req.location, req.cluster)
+    require_cluster(state, req.project, req.location, req.cluster)
     pool_path = f"{cluster_path(req.project, req.location, req.cluster)}/nodePools/{req.name}"
     if req.name in state["node_pools"] or req.name in state["behaviours"]["conflict_on_create"]:
-        raise ToolExit(response_error(req.command, 409, f"Already exists: {pool_path}."))
+        raise GkeError(409, f"Already exists: {pool_path}.")
     if req.disable_autoupgrade:
-        raise ToolExit(
-            response_error(
-                req.command, 400, "Auto_upgrade must be true when release_channel RAPID is set."
-            )
-        )
+        raise GkeError(400, "Auto_upgrade must be true when release_channel RAPID is set.")
     if not req.zone.startswith(state["region"] + "-"):
         raise _invalid(req, f"node location {req.zone} is not a zone of region {state['region']}.")
     if not _known_machine_type(req.machine_type):
-        raise ToolExit(
-            response_error(
-                req.command,
-                400,
-                f"Invalid value for field 'resource.machineType': 'zones/{req.zone}/machineTypes/"
-                f"{req.machine_type}'. Machine type with name '{req.machine_type}' does not exist "
-                f"in zone '{req.zone}'.",
-            )
+        raise GkeError(
+            400,
+            f"Invalid value for field 'resource.machineType': 'zones/{req.zone}/machineTypes/"
+            f"{req.machine_type}'. Machine type with name '{req.machine_type}' does not exist "
+            f"in zone '{req.zone}'.",
         )
     if (req.reservation_affinity or "").lower() == "specific" and not req.reservation:
         raise _invalid(req, "--reservation must be given with --reservation-affinity=specific.")
@@ -196,7 +201,8 @@ def _check_tpu_shape(state: State, req: CreateRequest) -> None:
 
 
 def _capacity_problem(state: State, req: CreateRequest) -> str | None:
-    """Why the create operation fails for lack of (the right) capacity, or None."""
+    """Why the create operation fails for lack of (the right) capacity, or None; a SPECIFIC
+    reservation too small for the pool is refused at once (GKE's 429)."""
     if not req.reservation or (req.reservation_affinity or "").lower() != "specific":
         return None
     name = reservation_name(req.reservation)
@@ -206,14 +212,25 @@ def _capacity_problem(state: State, req: CreateRequest) -> str | None:
         return f"Google Compute Engine: The resource '{where}' was not found"
     if res["zone"] != req.zone or (res.get("machine_type") not in (None, req.machine_type)):
         return "Google Compute Engine: Reservation is incorrect for the requested resources."
-    free = res["host_count"] - res["in_use_hosts"]
-    if res["status"] != "READY" or res["capacity"] == "exhausted" or free < req.num_nodes:
+    degraded = res.get("health") == "DEGRADED"
+    if res["status"] != "READY" or degraded or res["capacity"] == "exhausted":
         return EXHAUSTED.format(where=where)
+    free = res["host_count"] - res["in_use_hosts"]
+    if free < req.num_nodes:
+        raise GkeError(
+            429,
+            "Reservation does not have enough resources for the request: specific reservation "
+            f'"{name}" is insufficient for node pool "{req.name}" at zone "{req.zone}": '
+            f"required {req.num_nodes} and short of {req.num_nodes - max(0, free)} VM count of "
+            f"machine type {req.machine_type}.",
+        )
     return None
 
 
 def create_pool(state: State, req: CreateRequest) -> dict[str, Any]:
-    """Create the pool (or fail as GKE would). Returns the new pool record."""
+    """Create the pool (or refuse as GKE would: ``GkeError``). Returns the new pool record;
+    it is PROVISIONING until the scenario's clock has run ``create_seconds`` and its
+    ``provisioning_polls`` reads are done."""
     _check_request(state, req)
     problem = _capacity_problem(state, req)
     behaviours = state["behaviours"]
@@ -243,44 +260,46 @@ def create_pool(state: State, req: CreateRequest) -> dict[str, Any]:
         if behaviours["error_pools"]:
             pool["status_message"] = problem
             state["node_pools"][req.name] = pool
-        raise ToolExit(
-            f"Creating node pool {req.name}...failed.\n"
-            + op_error(
-                state,
-                req.command,
-                "CREATE_NODE_POOL",
-                req.project,
-                req.location,
-                f"{req.cluster}/nodePools/{req.name}",
-                problem,
-            )
-        )
-    pool["ready_at"] = time.time() + seconds
+        raise GkeError(0, problem)
+    pool["ready_at"] = clock(state) + seconds
     state["node_pools"][req.name] = pool
     if pool["reservation"]:
         state["reservations"][pool["reservation"]]["in_use_hosts"] += req.num_nodes
     return pool
 
 
-def delete_pool(
-    state: State, command: str, project: str, location: str, cluster: str, name: str
-) -> None:
+def refusal_text(state: State, req: CreateRequest, refusal: GkeError) -> ToolExit:
+    """What gcloud prints for a refused create (the fake xpk relays it)."""
+    if not refusal.in_operation:
+        return ToolExit(response_error(req.command, refusal.code, refusal.message))
+    return ToolExit(
+        f"Creating node pool {req.name}...failed.\n"
+        + op_error(
+            state,
+            req.command,
+            "CREATE_NODE_POOL",
+            req.project,
+            req.location,
+            f"{req.cluster}/nodePools/{req.name}",
+            refusal.message,
+        )
+    )
+
+
+def delete_pool(state: State, project: str, location: str, cluster: str, name: str) -> None:
     """Delete a pool and give its hosts back to its reservation."""
-    require_cluster(state, command, project, location, cluster)
+    require_cluster(state, project, location, cluster)
     pool = state["node_pools"].get(name)
     path = f"{cluster_path(project, location, cluster)}/nodePools/{name}"
     if pool is None:
-        raise ToolExit(response_error(command, 404, f"Not found: {path}."))
-    observe(pool, read=False)
+        raise GkeError(404, f"Not found: {path}.")
+    observe(state, pool, read=False)
     if pool["status"] == "PROVISIONING":
-        raise ToolExit(
-            response_error(
-                command,
-                400,
-                f"Cluster is running incompatible operation operation-{state['seq']}-create. "
-                f"Operation operation-{state['seq']}-create is currently creating node pool {name}. "
-                "Please wait and try again once it is done.",
-            )
+        raise GkeError(
+            400,
+            f"Cluster is running incompatible operation {pool.get('operation') or 'operation'}. "
+            f"Operation {pool.get('operation') or 'operation'} is currently creating node pool "
+            f"{name}. Please wait and try again once it is done.",
         )
     if state["behaviours"].get("lost_pool_deletes", 0) > 0:
         state["behaviours"]["lost_pool_deletes"] -= 1
@@ -291,19 +310,20 @@ def delete_pool(
         res["in_use_hosts"] = max(0, res["in_use_hosts"] - pool["hosts_held"])
 
 
-def observe(pool: dict[str, Any], *, read: bool = True) -> None:
+def create_done(state: State, pool: dict[str, Any]) -> bool:
+    """Whether the pool's create operation has run its time on the scenario's clock."""
+    return clock(state) >= float(pool.get("ready_at") or 0.0)
+
+
+def observe(state: State, pool: dict[str, Any], *, read: bool = True) -> None:
     """A describe/list read (``read``) or another look: a PROVISIONING pool counts down its
     polls and waits out its create operation's time, then runs."""
     if pool["status"] != "PROVISIONING":
         return
-    if time.time() < float(pool.get("ready_at") or 0.0):
-        if read and pool["polls_left"] > 0:
-            pool["polls_left"] -= 1
+    if read and pool["polls_left"] > 0:
+        pool["polls_left"] -= 1
         return
-    if pool["polls_left"] > 0:
-        if read:
-            pool["polls_left"] -= 1
-    else:
+    if create_done(state, pool) and pool["polls_left"] <= 0:
         pool["status"] = "RUNNING"
 
 
@@ -355,3 +375,33 @@ def pool_json(state: State, pool: dict[str, Any]) -> dict[str, Any]:
     if pool["status_message"]:
         out["statusMessage"] = pool["status_message"]
     return out
+
+
+def cluster_json(state: State) -> dict[str, Any]:
+    """The scenario's cluster as ``clusters.get`` answers it."""
+    c, project, region = state["cluster"], state["project"], state["region"]
+    network: dict[str, Any] = {
+        "network": f"projects/{project}/global/networks/default",
+        "subnetwork": f"projects/{project}/regions/{region}/subnetworks/default",
+    }
+    if c["datapath"] == "ADVANCED_DATAPATH":  # GKE leaves the legacy default out
+        network["datapathProvider"] = "ADVANCED_DATAPATH"
+    if c["multi_networking"]:  # false booleans are left out of the JSON
+        network["enableMultiNetworking"] = True
+    return {
+        "name": c["name"],
+        "location": region,
+        "zone": region,
+        "status": "RUNNING",
+        "currentMasterVersion": c["node_version"],
+        "currentNodeVersion": c["node_version"],
+        "initialClusterVersion": c["node_version"],
+        "currentNodeCount": sum(p["node_count"] for p in state["node_pools"].values()),
+        "locations": [f"{region}-a", f"{region}-b", f"{region}-c"],
+        "endpoint": "34.118.10.20",
+        "networkConfig": network,
+        "releaseChannel": {"channel": "RAPID"},
+        "nodePools": [pool_json(state, p) for p in state["node_pools"].values()],
+        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/"
+        f"{region}/clusters/{c['name']}",
+    }

@@ -3,7 +3,7 @@ dataclasses, :mod:`schema`) into frozen dataclasses.
 
 Every problem names the file and the key (``scenario.yaml: reservations[1].status: ...``) and
 raises :class:`tpu_trainer.errors.ConfigError`. Unknown keys are errors too, so a typo never
-silently turns a failure mode off. ``docs/fake-cloud.md`` documents every key.
+silently turns a failure mode off. ``docs/simulated-cloud.md`` documents every key.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ from tpu_trainer.fakecloud.tpu_vm_scenario import TpuVmScenario
 DATAPATHS = ("ADVANCED_DATAPATH", "LEGACY_DATAPATH")
 NODE_VERSION = "1.34.1-gke.1829001"
 POOL_STATUSES = ("RUNNING", "PROVISIONING", "RECONCILING", "STOPPING", "ERROR")
-RESERVATION_STATUSES = ("READY", "DEGRADED", "CREATING", "DELETING", "UPDATING")
+RESERVATION_STATUSES = ("READY", "CREATING", "DELETING", "INVALID", "UPDATING")
+"""Compute's own values of a reservation's ``status`` (its health is apart: ``health``)."""
+RESERVATION_HEALTH = ("HEALTHY", "DEGRADED")
 CAPACITIES = ("ok", "exhausted")
 DEFAULT_ACCOUNT = "trainer@example.com"
 
@@ -99,12 +101,25 @@ class PoolSpec:
         return keys(data, _fields(cls), required=("name", "machine_type", "node_count", "zone"))
 
 
+def _reservation_status(value: Any) -> str:
+    if value == "DEGRADED":
+        raise problem(
+            "DEGRADED is a health, not a status: write `health: DEGRADED` (status takes "
+            f"{', '.join(RESERVATION_STATUSES)})"
+        )
+    return one_of(RESERVATION_STATUSES)(value)
+
+
 @dataclass(frozen=True, slots=True)
 class ReservationSpec:
     name: Text
     zone: Text
     host_count: Annotated[int, BeforeValidator(at_least(1))]
-    status: Annotated[str, BeforeValidator(one_of(RESERVATION_STATUSES))] = "READY"
+    status: Annotated[str, BeforeValidator(_reservation_status)] = "READY"
+    health: Annotated[str, BeforeValidator(one_of(RESERVATION_HEALTH))] = "HEALTHY"
+    """``resourceStatus.healthInfo.healthStatus``: DEGRADED while blocks are in maintenance."""
+    degraded_blocks: Count | None = None
+    """``healthInfo.degradedBlockCount``; 1 when ``health`` is DEGRADED and this is not given."""
     in_use_hosts: Count = 0
     capacity: Annotated[str, BeforeValidator(one_of(CAPACITIES))] = "ok"
     """``exhausted``: every create using the reservation fails with RESOURCE_EXHAUSTED."""
@@ -115,6 +130,12 @@ class ReservationSpec:
     @classmethod
     def _keys(cls, data: Any) -> Any:
         return keys(data, _fields(cls), required=("name", "zone", "host_count"))
+
+    @property
+    def degraded_block_count(self) -> int:
+        if self.degraded_blocks is not None:
+            return self.degraded_blocks
+        return 1 if self.health == "DEGRADED" else 0
 
     @model_validator(mode="after")
     def _hosts(self) -> Self:
@@ -324,7 +345,7 @@ def load_scenario(path: Path | str) -> Scenario:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(
             f"{path}: cannot read the scenario file: {getattr(e, 'strerror', None) or 'not UTF-8'}",
-            fix="give the path of a scenario YAML file (see docs/fake-cloud.md)",
+            fix="give the path of a scenario YAML file (see docs/simulated-cloud.md)",
         ) from None
     from tpu_trainer.config.load import refuse_aliases
 

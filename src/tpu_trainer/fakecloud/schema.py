@@ -18,7 +18,7 @@ from pydantic_core import ArgsKwargs, PydanticCustomError
 
 from tpu_trainer.errors import ConfigError
 
-FIX = "see docs/fake-cloud.md for the scenario file format"
+FIX = "see docs/simulated-cloud.md for the scenario file format"
 
 
 def problem(text: str, key: str = "") -> PydanticCustomError:

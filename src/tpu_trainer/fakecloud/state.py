@@ -22,7 +22,22 @@ STATE_VERSION = 1
 FAKE_NOW = "2026-11-22T06:00:00Z"
 """Timestamp the fake stamps on what it creates (fixed, so outputs are reproducible)."""
 
+FAKE_EPOCH = 1_795_327_200.0
+"""``FAKE_NOW`` in seconds: where the scenario's clock starts."""
+
 State = dict[str, Any]
+
+
+def clock(state: State) -> float:
+    """The scenario's clock (seconds since the epoch): it moves only when the emulated APIs
+    say so (a fixed tick per call, a wait gcloud would sleep), never with real time."""
+    return float(state.get("clock", FAKE_EPOCH))
+
+
+def advance(state: State, seconds: float) -> float:
+    """Move the scenario's clock on by ``seconds``; returns the new time."""
+    state["clock"] = clock(state) + seconds
+    return float(state["clock"])
 
 
 class FakeCloudError(Exception):
@@ -36,7 +51,7 @@ def state_path(env: Mapping[str, str] | None = None) -> Path:
     if not value:
         raise FakeCloudError(
             f"{STATE_ENV} is not set: point it at a state file made by "
-            "tpu_trainer.fakecloud.init_state (see docs/fake-cloud.md)"
+            "tpu_trainer.fakecloud.init_state (see docs/simulated-cloud.md)"
         )
     path = Path(value)
     if not path.exists():

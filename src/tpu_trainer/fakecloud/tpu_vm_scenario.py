@@ -1,5 +1,6 @@
-"""The ``tpu_vm:`` part of a scenario: TPU VMs and queued resources, and what their workers
-print for each kind of command (docs/fake-cloud.md, "TPU VMs")."""
+"""The ``tpu_vm:`` part of a scenario: what the emulated Cloud TPU API offers (zones, capacity,
+how long things take), the VMs already there, and what the workers print for each kind of
+command (docs/simulated-cloud.md, "Cloud TPU")."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _devices(value: Any) -> dict[int, int]:
     return dict(raw)
 
 
-def _maybe_worker(value: Any) -> int | None:
+def _maybe_count(value: Any) -> int | None:
     return None if value is None else at_least(0)(value)
 
 
@@ -96,7 +97,7 @@ class WorkerScript:
     """Every other worker's output (default: a short line)."""
     exit_code: Count = 0
     """Every worker's exit status (but the failing worker's)."""
-    failing_worker: Annotated[int | None, BeforeValidator(_maybe_worker)] = None
+    failing_worker: Annotated[int | None, BeforeValidator(_maybe_count)] = None
     failing_exit_code: Annotated[int, BeforeValidator(at_least(1))] = 1
     failing_log: AnyText = None
     """The failing worker's output (default: its usual output)."""
@@ -145,11 +146,15 @@ class TpuVmScenario:
     zones: Names = ()
     """Zones that offer TPU VMs (default: the region's -a, -b and -c)."""
     creating_polls: Count = 1
-    """Describes that answer CREATING before a new VM is READY."""
+    """API calls a new VM stays CREATING (its create operation runs as long) before READY."""
     queued_polls: Count = 1
-    """Describes of a new queued resource that answer WAITING_FOR_RESOURCES before ACTIVE."""
+    """API calls a new queued resource stays WAITING_FOR_RESOURCES before it provisions."""
     capacity: Annotated[str, BeforeValidator(one_of(CAPACITIES))] = "ok"
-    """``exhausted``: every create fails with code 8, "There is no more capacity in the zone"."""
+    """``exhausted``: every create's operation fails with code 8, "There is no more capacity in
+    the zone"; queued resources wait for ever."""
+    preempt_spot_after: Annotated[int | None, BeforeValidator(_maybe_count)] = None
+    """API calls a spot VM stays READY before it is PREEMPTED (its queued resource then
+    SUSPENDED); none: spot capacity is never taken back."""
     existing: Annotated[tuple[ExistingVm, ...], BeforeValidator(items)] = ()
     install: WorkerScript = field(default_factory=WorkerScript)
     devices: Annotated[Mapping[int, int], BeforeValidator(_devices)] = field(default_factory=dict)
@@ -166,6 +171,7 @@ class TpuVmScenario:
                 "creating_polls",
                 "queued_polls",
                 "capacity",
+                "preempt_spot_after",
                 "existing",
                 "install",
                 "devices",

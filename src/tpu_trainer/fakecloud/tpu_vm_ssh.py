@@ -23,7 +23,7 @@ from typing import Any
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit
 from tpu_trainer.fakecloud.gcloud_cli import Ctx
 from tpu_trainer.fakecloud.state import State, read_state, state_path
-from tpu_trainer.fakecloud.tpu_vm_nodes import BASE_IMAGE, find_node, observe, vm_slice
+from tpu_trainer.fakecloud.tpu_vm_nodes import BASE_IMAGE, find_node, vm_slice
 
 _SHORT = "(this worker's output goes to its own log; worker 0 logs the metrics)\n"
 _TOPOLOGY_ERROR = (
@@ -105,7 +105,6 @@ def vm_ssh(ctx: Ctx, args: list[str]) -> Handler:
 
     def run(state: State, answer: Answer) -> None:
         node = find_node(ctx, state, ns.user_tpu.rpartition("@")[2], ns.zone)
-        observe(node)
         if node["state"] in ("STOPPED", "STOPPING", "DELETING", "PREEMPTED", "TERMINATED"):
             raise ctx.fail(f"This TPU VM is {node['state']} and cannot be reached.")
         found = vm_slice(node["accelerator_type"])
@@ -155,7 +154,7 @@ def _answer(
     if shape is Shape.STOP:
         node["train_running"] = False
         return {w: WorkerResult("", 0) for w in workers}
-    text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/fake-cloud.md)\n"
+    text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/simulated-cloud.md)\n"
     return {w: WorkerResult(text, 127) for w in workers}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud.common import ToolExit
-from tpu_trainer.fakecloud.pools import CreateRequest, create_pool
+from tpu_trainer.fakecloud.pools import CreateRequest, GkeError, create_pool, refusal_text
 from tpu_trainer.fakecloud.state import State, next_id, state_path
 from tpu_trainer.fakecloud.xpk_steps import credentials, ensure_policy, system
 from tpu_trainer.fakecloud.xpk_text import MEMORY_LIMIT_TRACEBACK, XPK_VERSION, Xpk
@@ -139,8 +139,9 @@ def _node_pools(
         )
         try:
             create_pool(state, req)
-        except ToolExit as e:
-            _relay_failure(x, state, name, e.stderr, made, len(todo))
+        except GkeError as e:
+            text = refusal_text(state, req, e).stderr
+            _relay_failure(x, state, name, text, made, len(todo))
     x.say("Create or delete node pool request complete.")
 
 

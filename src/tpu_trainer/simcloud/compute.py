@@ -21,7 +21,7 @@ from tpu_trainer.simcloud.server import ApiError, Call, Clock
 _BASE = "https://www.googleapis.com/compute/beta/"
 
 
-def _stamp(value: float) -> str:
+def compute_stamp(value: float) -> str:
     """Compute's timestamps: RFC 3339 in Pacific standard time, milliseconds."""
     local = datetime.fromtimestamp(value, UTC) - timedelta(hours=8)
     return local.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-08:00"
@@ -50,7 +50,7 @@ class Compute:
         self.reservations[path] = {
             "kind": "compute#reservation",
             "id": str(next(self._ids)),
-            "creationTimestamp": _stamp(self.clock()),
+            "creationTimestamp": compute_stamp(self.clock()),
             "zone": f"{_BASE}projects/{project}/zones/{zone}",
             "selfLink": f"{_BASE}{path}",
             "status": "READY",
@@ -140,7 +140,7 @@ class Compute:
         self.policies[path] = {
             "kind": "compute#resourcePolicy",
             "id": str(next(self._ids)),
-            "creationTimestamp": _stamp(self.clock()),
+            "creationTimestamp": compute_stamp(self.clock()),
             "region": region,
             "selfLink": f"{_BASE}{path}",
             "status": "READY",
@@ -167,9 +167,9 @@ class Compute:
             "targetLink": f"{_BASE}{target}",
             "status": "DONE",
             "progress": 100,
-            "insertTime": _stamp(now),
-            "startTime": _stamp(now),
-            "endTime": _stamp(now),
+            "insertTime": compute_stamp(now),
+            "startTime": compute_stamp(now),
+            "endTime": compute_stamp(now),
             "selfLink": f"{_BASE}{where}/operations/{name}",
             scope: f"{_BASE}{where}",
         }

@@ -19,14 +19,17 @@ def require_gcloud() -> str:
     return str(sdk_root() / "bin" / "gcloud")
 
 
-def gcloud_env(base_url: str, config_dir: Path) -> dict[str, str]:
-    """Variables to add to a gcloud child's environment (``base_url`` has no trailing /)."""
+def gcloud_env(base_url: str, config_dir: Path, *, signed_in: bool = True) -> dict[str, str]:
+    """Variables to add to a gcloud child's environment (``base_url`` has no trailing /).
+    ``signed_in=False``: no credentials, so gcloud refuses every API call as it does when no
+    account is active."""
     config_dir.mkdir(parents=True, exist_ok=True)
     token = config_dir / "access-token"
     token.write_text(TOKEN + "\n", encoding="utf-8")
+    signed = {"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token)} if signed_in else {}
     return {
         "CLOUDSDK_CONFIG": str(config_dir),
-        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token),
+        **signed,
         "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
         "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "1",
         "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "1",

@@ -134,6 +134,8 @@ class Emulator:
     services: Sequence[Service]
     idle_seconds: float = 900.0
     exchanges: list[Exchange] = field(default_factory=list)
+    on_exchange: Callable[[Exchange], None] | None = None
+    """Called with every exchange as it is answered (e.g. to keep the invalid ones on disk)."""
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _last: float = field(default_factory=time.monotonic)
@@ -205,6 +207,8 @@ class Emulator:
         status, body, exchange = self._dispatch(h.command, url.path, parse_qs(url.query), raw)
         with self._lock:
             self.exchanges.append(exchange)
+        if self.on_exchange is not None:
+            self.on_exchange(exchange)
         data = json.dumps(body).encode()
         h.send_response(status)
         h.send_header("Content-Type", "application/json; charset=UTF-8")

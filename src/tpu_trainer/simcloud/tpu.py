@@ -1,275 +1,383 @@
 """Emulated Cloud TPU (``tpu.googleapis.com`` v2 and v2alpha1): TPU VMs and queued resources.
 
-A node create answers with a long-running operation; the node is CREATING until the scenario's
-clock has run ``create_seconds``, then READY with one network endpoint per worker (or the
-operation ends with the scenario's error and the node is gone, as a stockout does). A queued
-resource goes ACCEPTED -> WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE (its node READY), or
-FAILED. A delete is an operation that is done after ``delete_seconds``. ``tpu-vm ssh`` and
-``scp`` are not API calls: they stay with the local worker stand-in.
+The state lives where :mod:`tpu_trainer.simcloud.tpu_state` says (a rehearsal's state file),
+and ages by a scenario clock that moves one tick per API call. A node create is checked at once
+(zone, accelerator type, runtime version: the API's 400 INVALID_ARGUMENT), then answers with a
+long-running operation; the node is CREATING for ``creating_polls`` calls, then READY with one
+network endpoint per worker, and the operation is done with the node as its response. With no
+capacity (``capacity: exhausted``) the operation ends with RESOURCE_EXHAUSTED (code 8) and the
+node is gone, as a stockout does. A queued resource goes ACCEPTED -> WAITING_FOR_RESOURCES (for
+``queued_polls`` calls, for ever without capacity) -> PROVISIONING -> ACTIVE (its node READY);
+FAILED when its node fails, SUSPENDED when its node is deleted. A spot node is PREEMPTED
+``preempt_spot_after`` calls after it is READY, when the scenario says so. Deletes are operations done
+one tick later. ``tpu-vm ssh`` and ``scp`` are not API calls: the local worker stand-in reads
+the same nodes.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from tpu_trainer.fakecloud.state import advance, clock
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call, Clock, utc_timestamp
+from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call
+from tpu_trainer.simcloud.tpu_state import (
+    START,
+    TICK_SECONDS,
+    MemoryState,
+    Record,
+    StateAccess,
+    check_offer,
+    next_seq,
+    stamp,
+    tpu_section,
+)
+from tpu_trainer.simcloud.tpu_views import node_view, queued_view, ready
+
+Handler = Callable[[Record, dict[str, Any], Call], JsonObject]
 
 
-@dataclass(frozen=True)
-class TpuPlan:
-    """What the scenario says a create does: how long, how many workers, or which error."""
-
-    create_seconds: float = 0.0
-    wait_seconds: float = 0.0  # queued resources: time spent WAITING_FOR_RESOURCES
-    workers: int = 1
-    error: tuple[str, str] | None = None  # (canonical code, message)
+def _parent(p: dict[str, str]) -> str:
+    return f"projects/{p['projectsId']}/locations/{p['locationsId']}"
 
 
-Decide = Callable[[str, JsonObject], TpuPlan]
+def _ticks(behaviour: Record, key: str) -> float:
+    return float(behaviour.get(key, 1)) * TICK_SECONDS
 
 
-def _fine(_parent: str, _body: JsonObject) -> TpuPlan:
-    return TpuPlan()
+def _mine(record: Record | None, params: dict[str, str]) -> bool:
+    return record is not None and (record["project"], record["zone"]) == (
+        params["projectsId"],
+        params["locationsId"],
+    )
 
 
-@dataclass
-class _Node:
-    body: JsonObject
-    ready_at: float
-    plan: TpuPlan
-    operation: str
-    gone_at: float | None = None
+# ---- nodes --------------------------------------------------------------------------------
+def _find(tv: Record, kind: str, params: dict[str, str]) -> Record:
+    """``kind`` (nodes, queuedResources) named by the path, or the API's 404."""
+    key = "nodes" if kind == "nodes" else "queued"
+    record: Record | None = tv[key].get(params[f"{kind}Id"])
+    if record is None or not _mine(record, params):
+        name = f"{_parent(params)}/{kind}/{params[f'{kind}Id']}"
+        raise ApiError(404, f"Resource '{name}' was not found")
+    return record
+
+
+def _listed(records: dict[str, Record], params: dict[str, str]) -> list[Record]:
+    """The records of the path's project and location (``-``: every location)."""
+    return [
+        r
+        for _, r in sorted(records.items())
+        if r["project"] == params["projectsId"] and params["locationsId"] in ("-", r["zone"])
+    ]
+
+
+def _node(tv: Record, params: dict[str, str]) -> Record:
+    return _find(tv, "nodes", params)
+
+
+def _node_get(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    return node_view(_node(tv, call.params), call.api.version)
+
+
+def _node_list(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    version = call.api.version
+    return {"nodes": [node_view(n, version) for n in _listed(tv["nodes"], call.params)]}
+
+
+def _check_project(state: dict[str, Any], params: dict[str, str]) -> None:
+    if state.get("project") not in (None, params["projectsId"]):
+        raise ApiError(
+            403, f"Permission denied on 'locations/{params['locationsId']}' (or it may not exist)."
+        )
+
+
+def _node_create(tv: Record, state: dict[str, Any], call: Call) -> JsonObject:
+    p, node_id = call.params, call.arg("nodeId")
+    if not node_id:
+        raise ApiError(400, "nodeId is required")
+    _check_project(state, p)
+    path = f"{_parent(p)}/nodes/{node_id}"
+    if node_id in tv["nodes"]:
+        raise ApiError(409, f"Resource '{path}' already exists")
+    body = dict(call.body or {})
+    check_offer(
+        tv["behaviour"],
+        p["locationsId"],
+        str(body.get("acceleratorType", "")),
+        str(body.get("runtimeVersion", "")),
+    )
+    op = _new_operation(tv, _parent(p), path, "create", _ticks(tv["behaviour"], "creating_polls"))
+    _add_node(tv, p, node_id, body, op)
+    _advance(tv)
+    return _operation(tv, op)
+
+
+def _add_node(
+    tv: Record, p: dict[str, str], node_id: str, body: Record, op: str, queued: str | None = None
+) -> None:
+    now, seq = float(tv["clock"]), next_seq(tv)
+    node: Record = {
+        "name": node_id,
+        "zone": p["locationsId"],
+        "project": p["projectsId"],
+        "accelerator_type": str(body.get("acceleratorType", "")),
+        "runtime_version": str(body.get("runtimeVersion", "")),
+        "state": "CREATING",
+        "workers": [],
+        "queued_resource": queued,
+        "id": str(7_100_000_000_000_000_000 + seq),
+        "seq": seq,
+        "request": {k: v for k, v in body.items() if k not in ("state", "networkEndpoints")},
+        "create_time": stamp(now),
+        "ready_at": tv["operations"][op]["done_at"],
+        "operation": op,
+    }
+    if tv["behaviour"].get("capacity") == "exhausted":
+        zone = p["locationsId"]
+        eid = hashlib.sha256(f"{zone}{seq}".encode()).hexdigest()[:16]
+        node["error"] = [
+            "RESOURCE_EXHAUSTED",
+            f'There is no more capacity in the zone "{zone}"; you can try in another zone where '
+            f"Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) "
+            f"[EID: 0x{eid}]",
+        ]
+    tv["nodes"][node_id] = node
+
+
+def _node_delete(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    node = _node(tv, call.params)
+    _delete_node(tv, node)
+    path = f"{_parent(call.params)}/nodes/{node['name']}"
+    op = _new_operation(tv, _parent(call.params), path, "delete", TICK_SECONDS)
+    return _operation(tv, op)
+
+
+def _delete_node(tv: Record, node: Record) -> None:
+    """DELETING now, gone one tick later."""
+    if node.get("gone_at") is None:
+        node["gone_at"] = float(tv["clock"]) + TICK_SECONDS
+    node["state"] = "DELETING"
+
+
+# ---- queued resources ---------------------------------------------------------------------
+def _queued(tv: Record, params: dict[str, str]) -> Record:
+    return _find(tv, "queuedResources", params)
+
+
+def _queued_get(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    return queued_view(_queued(tv, call.params))
+
+
+def _queued_list(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    return {"queuedResources": [queued_view(q) for q in _listed(tv["queued"], call.params)]}
+
+
+def _queued_create(tv: Record, state: dict[str, Any], call: Call) -> JsonObject:
+    p, qr_id = call.params, call.arg("queuedResourceId")
+    if not qr_id:
+        raise ApiError(400, "queuedResourceId is required")
+    _check_project(state, p)
+    path = f"{_parent(p)}/queuedResources/{qr_id}"
+    if qr_id in tv["queued"]:
+        raise ApiError(409, f"Resource '{path}' already exists")
+    body = dict(call.body or {})
+    specs = (body.get("tpu") or {}).get("nodeSpec") or []
+    if len(specs) != 1 or not specs[0].get("nodeId"):
+        raise ApiError(400, "Cloud TPU received a bad request. Exactly one node spec with a nodeId")
+    node = specs[0].get("node") or {}
+    check_offer(
+        tv["behaviour"],
+        p["locationsId"],
+        str(node.get("acceleratorType", "")),
+        str(node.get("runtimeVersion", "")),
+    )
+    now = float(tv["clock"])
+    tv["queued"][qr_id] = {
+        "name": qr_id,
+        "zone": p["locationsId"],
+        "project": p["projectsId"],
+        "node_id": specs[0]["nodeId"],
+        "request": body,
+        "state": "ACCEPTED",
+        "create_time": stamp(now),
+        "accepted_until": now + TICK_SECONDS,
+        "waited_at": now + TICK_SECONDS + _ticks(tv["behaviour"], "queued_polls"),
+    }
+    op = _new_operation(tv, _parent(p), path, "create", 0.0)
+    _advance(tv)
+    return _operation(tv, op)
+
+
+def _queued_delete(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    qr = _queued(tv, call.params)
+    held = tv["nodes"].get(qr["node_id"])
+    holds = held is not None and held.get("queued_resource") == qr["name"]
+    if holds and call.arg("force").lower() != "true":
+        raise ApiError(
+            400,
+            "Can only delete queued resources in ACCEPTED, FAILED or SUSPENDED state, or "
+            "use --force to delete the queued resource and its nodes",
+            status="FAILED_PRECONDITION",
+        )
+    if held is not None and holds:
+        _delete_node(tv, held)
+    del tv["queued"][qr["name"]]
+    path = f"{_parent(call.params)}/queuedResources/{qr['name']}"
+    op = _new_operation(tv, _parent(call.params), path, "delete", TICK_SECONDS)
+    return _operation(tv, op)
+
+
+# ---- operations and time ------------------------------------------------------------------
+def _new_operation(tv: Record, parent: str, target: str, verb: str, seconds: float) -> str:
+    now = float(tv["clock"])
+    name = f"{parent}/operations/operation-{int(now * 1000)}-{next_seq(tv):013x}"
+    body: JsonObject = {
+        "name": name,
+        "done": False,
+        "metadata": {
+            "@type": "type.googleapis.com/google.cloud.common.OperationMetadata",
+            "createTime": stamp(now),
+            "target": target,
+            "verb": verb,
+            "apiVersion": "v2",
+        },
+    }
+    tv["operations"][name] = {"body": body, "done_at": now + seconds}
+    return name
+
+
+def _operation(tv: Record, name: str) -> JsonObject:
+    body: JsonObject = tv["operations"][name]["body"]
+    return body
+
+
+def _operation_get(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
+    name = f"{_parent(call.params)}/operations/{call.params['operationsId']}"
+    if name not in tv["operations"]:
+        raise ApiError(404, f"Resource '{name}' was not found")
+    return _operation(tv, name)
+
+
+def _advance(tv: Record) -> None:
+    """Bring every resource to what the clock says now."""
+    now = float(tv["clock"])
+    for qr in tv["queued"].values():
+        _advance_queued(tv, qr, now)
+    for name, node in list(tv["nodes"].items()):
+        if node.get("gone_at") is not None:
+            if float(node["gone_at"]) <= now:
+                del tv["nodes"][name]
+        elif node["state"] == "CREATING" and float(node["ready_at"]) <= now:
+            if node.get("error"):
+                _fail(tv, str(node["operation"]), node["error"])
+                del tv["nodes"][name]
+            else:
+                ready(node)
+                _arm_preemption(tv, node, now)
+        elif node["state"] == "READY" and float(node.get("preempt_at", now + 1)) <= now:
+            node["state"] = "PREEMPTED"
+    for qr in tv["queued"].values():
+        _advance_queued(tv, qr, now)
+    for op in tv["operations"].values():
+        body = op["body"]
+        if body["done"] or float(op["done_at"]) > now:
+            continue
+        body["done"] = True
+        target = body["metadata"]["target"]
+        node = tv["nodes"].get(target.rsplit("/", 1)[-1])
+        if body["metadata"]["verb"] == "create" and "/nodes/" in target and node is not None:
+            body["response"] = {
+                "@type": "type.googleapis.com/google.cloud.tpu.v2.Node",
+                **node_view(node),
+            }
+
+
+def _advance_queued(tv: Record, qr: Record, now: float) -> None:
+    state = qr["state"]
+    node = tv["nodes"].get(qr["node_id"])
+    if state == "ACCEPTED" and now >= float(qr["accepted_until"]):
+        state = "WAITING_FOR_RESOURCES"
+    capacity = tv["behaviour"].get("capacity", "ok") != "exhausted"
+    if state == "WAITING_FOR_RESOURCES" and now >= float(qr["waited_at"]) and capacity:
+        spec = qr["request"]["tpu"]["nodeSpec"][0]
+        params = {"projectsId": qr["project"], "locationsId": qr["zone"]}
+        path = f"{_parent(params)}/nodes/{qr['node_id']}"
+        op = _new_operation(
+            tv, _parent(params), path, "create", _ticks(tv["behaviour"], "creating_polls")
+        )
+        body = dict(spec.get("node") or {})
+        if "spot" in qr["request"]:
+            body["schedulingConfig"] = {**body.get("schedulingConfig", {}), "spot": True}
+        _add_node(tv, params, qr["node_id"], body, op, qr["name"])
+        state = "PROVISIONING"
+    elif state == "PROVISIONING" and node is None:
+        state = "FAILED"
+        error = _operation(tv, _last_create(tv, qr)).get("error") or {"code": 13}
+        qr["failed"] = error
+    elif state == "PROVISIONING" and node is not None and node["state"] == "READY":
+        state = "ACTIVE"
+    elif state == "ACTIVE" and (node is None or node["state"] in ("DELETING", "PREEMPTED")):
+        state = "SUSPENDED"
+    qr["state"] = state
+
+
+def _arm_preemption(tv: Record, node: Record, now: float) -> None:
+    """A spot node is taken back ``preempt_spot_after`` calls after it is READY."""
+    after = tv["behaviour"].get("preempt_spot_after")
+    spot = (node["request"].get("schedulingConfig") or {}).get("spot")
+    if after is not None and spot:
+        node["preempt_at"] = now + float(after) * TICK_SECONDS
+
+
+def _last_create(tv: Record, qr: Record) -> str:
+    target = f"projects/{qr['project']}/locations/{qr['zone']}/nodes/{qr['node_id']}"
+    names = [n for n, op in tv["operations"].items() if op["body"]["metadata"]["target"] == target]
+    return str(names[-1])
+
+
+def _fail(tv: Record, op_name: str, error: list[str]) -> None:
+    body = _operation(tv, op_name)
+    code, message = error
+    body["done"] = True
+    body["error"] = {"code": RPC_CODES.get(code, 2), "message": message}
+
+
+_HANDLERS: dict[str, Handler] = {
+    "nodes.get": _node_get,
+    "nodes.list": _node_list,
+    "nodes.create": _node_create,
+    "nodes.delete": _node_delete,
+    "queuedResources.get": _queued_get,
+    "queuedResources.list": _queued_list,
+    "queuedResources.create": _queued_create,
+    "queuedResources.delete": _queued_delete,
+    "operations.get": _operation_get,
+}
 
 
 @dataclass
 class Tpu:
-    """The Cloud TPU service."""
+    """The Cloud TPU service over ``state`` (in this process's memory unless given)."""
 
-    clock: Clock
-    decide: Decide = _fine
-    delete_seconds: float = 0.0
+    state: StateAccess = field(default_factory=MemoryState)
     prefix: str = "/tpu/"
     apis: tuple[DiscoveryApi, ...] = field(
         default_factory=lambda: (load_api("tpu.v2"), load_api("tpu.v2alpha1"))
     )
-    _nodes: dict[str, _Node] = field(default_factory=dict)
-    _queued: dict[str, JsonObject] = field(default_factory=dict)
-    _queued_times: dict[str, tuple[float, float, TpuPlan]] = field(default_factory=dict)
-    _ops: dict[str, tuple[JsonObject, float]] = field(default_factory=dict)
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def handle(self, call: Call) -> JsonObject:
-        with self._lock:
-            self._advance()
-            name = call.method.id.removeprefix("tpu.projects.locations.")
-            handler = {
-                "nodes.get": self._node_get,
-                "nodes.list": self._node_list,
-                "nodes.create": self._node_create,
-                "nodes.delete": self._node_delete,
-                "queuedResources.get": self._queued_get,
-                "queuedResources.list": self._queued_list,
-                "queuedResources.create": self._queued_create,
-                "queuedResources.delete": self._queued_delete,
-                "operations.get": self._operation_get,
-            }.get(name)
-            if handler is None:
-                raise ApiError(501, f"Method {call.method.id} is not emulated.")
-            return handler(call)
-
-    # nodes ------------------------------------------------------------------------------
-    @staticmethod
-    def _parent(p: dict[str, str]) -> str:
-        return f"projects/{p['projectsId']}/locations/{p['locationsId']}"
-
-    def _node_get(self, call: Call) -> JsonObject:
-        path = f"{self._parent(call.params)}/nodes/{call.params['nodesId']}"
-        node = self._nodes.get(path)
-        if node is None:
-            raise ApiError(404, f"{path} not found")
-        return self._node_view(node)
-
-    def _node_list(self, call: Call) -> JsonObject:
-        prefix = f"{self._parent(call.params)}/nodes/"
-        nodes = [self._node_view(n) for k, n in sorted(self._nodes.items()) if k.startswith(prefix)]
-        return {"nodes": nodes}
-
-    def _node_create(self, call: Call) -> JsonObject:
-        parent = self._parent(call.params)
-        node_id = call.arg("nodeId")
-        if not node_id:
-            raise ApiError(400, "nodeId is required")
-        path = f"{parent}/nodes/{node_id}"
-        if path in self._nodes:
-            raise ApiError(409, f"Resource '{path}' already exists")
-        body = dict(call.body or {})
-        plan = self.decide(parent, body)
-        op = self._new_operation(parent, path, "create", plan.create_seconds)
-        self._add_node(path, body, plan, op, self.clock() + plan.create_seconds)
-        self._advance()
-        return self._ops[op][0]
-
-    def _add_node(self, path: str, body: JsonObject, plan: TpuPlan, op: str, ready: float) -> None:
-        view = {k: v for k, v in body.items() if k not in ("state", "networkEndpoints")}
-        view.update(name=path, createTime=utc_timestamp(self.clock()), apiVersion="V2")
-        self._nodes[path] = _Node(view, ready, plan, op)
-
-    def _node_delete(self, call: Call) -> JsonObject:
-        path = f"{self._parent(call.params)}/nodes/{call.params['nodesId']}"
-        node = self._nodes.get(path)
-        if node is None:
-            raise ApiError(404, f"{path} not found")
-        node.gone_at = self.clock() + self.delete_seconds
-        op = self._new_operation(self._parent(call.params), path, "delete", self.delete_seconds)
-        self._advance()
-        return self._ops[op][0]
-
-    def _node_view(self, node: _Node) -> JsonObject:
-        view = dict(node.body)
-        if node.gone_at is not None:
-            view["state"] = "DELETING"
-        elif node.ready_at > self.clock():
-            view["state"] = "CREATING"
-        else:
-            view["state"] = "READY"
-            view["health"] = "HEALTHY"
-            view["networkEndpoints"] = [
-                {"ipAddress": f"10.130.0.{i + 2}", "port": 8470} for i in range(node.plan.workers)
-            ]
-        return view
-
-    # queued resources -------------------------------------------------------------------
-    def _queued_get(self, call: Call) -> JsonObject:
-        path = f"{self._parent(call.params)}/queuedResources/{call.params['queuedResourcesId']}"
-        if path not in self._queued:
-            raise ApiError(404, f"{path} not found")
-        return self._queued[path]
-
-    def _queued_list(self, call: Call) -> JsonObject:
-        prefix = f"{self._parent(call.params)}/queuedResources/"
-        found = [q for k, q in sorted(self._queued.items()) if k.startswith(prefix)]
-        return {"queuedResources": found}
-
-    def _queued_create(self, call: Call) -> JsonObject:
-        parent = self._parent(call.params)
-        qr_id = call.arg("queuedResourceId")
-        path = f"{parent}/queuedResources/{qr_id}"
-        if not qr_id:
-            raise ApiError(400, "queuedResourceId is required")
-        if path in self._queued:
-            raise ApiError(409, f"Resource '{path}' already exists")
-        body = dict(call.body or {})
-        plan = self.decide(parent, body)
-        now = self.clock()
-        self._queued[path] = {**body, "name": path, "createTime": utc_timestamp(now),
-                              "state": {"state": "ACCEPTED"}}  # fmt: skip
-        self._queued_times[path] = (now + plan.wait_seconds, now + plan.create_seconds, plan)
-        op = self._new_operation(parent, path, "create", 0.0)
-        self._advance()
-        return self._ops[op][0]
-
-    def _queued_delete(self, call: Call) -> JsonObject:
-        parent = self._parent(call.params)
-        path = f"{parent}/queuedResources/{call.params['queuedResourcesId']}"
-        qr = self._queued.get(path)
-        if qr is None:
-            raise ApiError(404, f"{path} not found")
-        held = self._held_nodes(path)
-        if held and call.arg("force").lower() != "true":
-            raise ApiError(
-                400,
-                "Can only delete queued resources in ACCEPTED, FAILED or SUSPENDED state, or "
-                "use --force to delete the queued resource and its nodes",
-                status="FAILED_PRECONDITION",
-            )
-        for node_path in held:
-            self._nodes[node_path].gone_at = self.clock() + self.delete_seconds
-        del self._queued[path]
-        self._queued_times.pop(path, None)
-        op = self._new_operation(parent, path, "delete", self.delete_seconds)
-        self._advance()
-        return self._ops[op][0]
-
-    def _held_nodes(self, qr_path: str) -> list[str]:
-        return [k for k, n in self._nodes.items() if n.body.get("queuedResource") == qr_path]
-
-    # operations and time ----------------------------------------------------------------
-    def _new_operation(self, parent: str, target: str, verb: str, seconds: float) -> str:
-        now = self.clock()
-        name = f"{parent}/operations/operation-{int(now * 1000)}-{next(self._ids)}"
-        body: JsonObject = {
-            "name": name,
-            "done": False,
-            "metadata": {
-                "@type": "type.googleapis.com/google.cloud.common.OperationMetadata",
-                "createTime": utc_timestamp(now),
-                "target": target,
-                "verb": verb,
-                "apiVersion": "v2",
-            },
-        }
-        self._ops[name] = (body, now + seconds)
-        return name
-
-    def _operation_get(self, call: Call) -> JsonObject:
-        name = f"{self._parent(call.params)}/operations/{call.params['operationsId']}"
-        if name not in self._ops:
-            raise ApiError(404, f"{name} not found")
-        return self._ops[name][0]
-
-    def _advance(self) -> None:
-        now = self.clock()
-        for path, (waited, ready, plan) in list(self._queued_times.items()):
-            self._advance_queued(path, waited, ready, plan, now)
-        for path, node in list(self._nodes.items()):
-            if node.gone_at is not None and node.gone_at <= now:
-                del self._nodes[path]
-            elif node.ready_at <= now and node.plan.error is not None:
-                self._fail(node.operation, node.plan.error)
-                del self._nodes[path]
-        for body, done_at in self._ops.values():
-            if not body["done"] and done_at <= now:
-                body["done"] = True
-                target = body["metadata"]["target"]
-                if target in self._nodes and body["metadata"]["verb"] == "create":
-                    body["response"] = {
-                        "@type": "type.googleapis.com/google.cloud.tpu.v2.Node",
-                        **self._node_view(self._nodes[target]),
-                    }
-
-    def _advance_queued(
-        self, path: str, waited: float, ready: float, plan: TpuPlan, now: float
-    ) -> None:
-        qr = self._queued[path]
-        state = qr["state"]["state"]
-        if state in ("ACTIVE", "FAILED"):
-            return
-        if plan.error is not None and now >= waited:
-            code, message = plan.error
-            qr["state"] = {"state": "FAILED", "failedData": {"error": {
-                "code": RPC_CODES.get(code, 2), "message": message}}}  # fmt: skip
-            return
-        if now < waited:
-            qr["state"] = {"state": "WAITING_FOR_RESOURCES"}
-            return
-        if now < ready:
-            qr["state"] = {"state": "PROVISIONING"}
-            return
-        qr["state"] = {"state": "ACTIVE"}
-        parent = path.rsplit("/queuedResources/", 1)[0]
-        for spec in qr.get("tpu", {}).get("nodeSpec", []):
-            node_path = f"{parent}/nodes/{spec.get('nodeId', '')}"
-            body = {**spec.get("node", {}), "queuedResource": path}
-            op = self._new_operation(parent, node_path, "create", 0.0)
-            self._add_node(node_path, body, plan, op, now)
-
-    def _fail(self, op_name: str, error: tuple[str, str]) -> None:
-        body, _ = self._ops[op_name]
-        code, message = error
-        body["done"] = True
-        body["error"] = {"code": RPC_CODES.get(code, 2), "message": message}
+        handler = _HANDLERS.get(call.method.id.removeprefix("tpu.projects.locations."))
+        if handler is None:
+            raise ApiError(501, f"Method {call.method.id} is not emulated.")
+        with self.state() as state:
+            tv = tpu_section(state)
+            tv["clock"] = clock(state) - START
+            _advance(tv)
+            try:
+                return handler(tv, state, call)
+            finally:
+                advance(state, TICK_SECONDS)

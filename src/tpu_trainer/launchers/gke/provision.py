@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tpu_trainer.app.display import Display
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_already_exists
+from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool, is_already_exists
 from tpu_trainer.infra.gcloud_errors import FIXES, XpkFailure, classify
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandFailed, CommandResult
@@ -49,11 +49,13 @@ class Provisioner:
     poll_seconds: float = 30.0
     provisioning_timeout_s: float = 4 * 3600.0
     attempts: list[Attempt] = field(default_factory=list)
+    cluster: Cluster | None = None
+    """The cluster as the prerequisites found it (not asked for again)."""
 
     # ---- entry point ------------------------------------------------------------------
     def ensure(self) -> Provisioned:
         cfg = self.config
-        cluster = self.gcloud.cluster(cfg.cluster_name, cfg.region)
+        cluster = self.cluster or self.gcloud.cluster(cfg.cluster_name, cfg.region)
         if cluster is None:
             raise TpuTrainerError(
                 f"cluster {cfg.cluster_name} not found in {cfg.region} (project {cfg.project_id})",

@@ -130,7 +130,7 @@ class GkeRun(Launcher):
         stages.start("prerequisites")
         from tpu_trainer.launchers.gke.preflight import before_create
 
-        before_create(plan, self.config, self.svc.gcloud)
+        cluster = before_create(plan, self.config, self.svc.gcloud)
         stages.done("prerequisites")
         stages.start("provision")
         prov = Provisioner(
@@ -144,6 +144,7 @@ class GkeRun(Launcher):
             plan.num_slices,
             self.display,
             poll_seconds=self.poll_seconds,
+            cluster=cluster,
         )
         try:
             made = prov.ensure()

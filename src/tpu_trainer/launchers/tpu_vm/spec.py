@@ -141,7 +141,7 @@ def create_argv(spec: TpuVmSpec) -> list[str]:
             f"--accelerator-type={spec.accelerator_type}",
             f"--runtime-version={spec.runtime_version}",
             *_where(spec),
-            *_capacity_flags(spec.provisioning, queued=True),
+            *_capacity_flags(spec.provisioning),
         ]
     return [
         "gcloud",
@@ -153,16 +153,17 @@ def create_argv(spec: TpuVmSpec) -> list[str]:
         f"--accelerator-type={spec.accelerator_type}",
         f"--version={spec.runtime_version}",
         *_where(spec),
-        *_capacity_flags(spec.provisioning, queued=False),
+        *_capacity_flags(spec.provisioning),
     ]
 
 
-def _capacity_flags(provisioning: Provisioning, *, queued: bool) -> list[str]:
+def _capacity_flags(provisioning: Provisioning) -> list[str]:
     if provisioning is Provisioning.RESERVED:
         return ["--reserved"]
     if provisioning is Provisioning.SPOT:
-        # GA tpu-vm create has --preemptible only; --spot is on queued resources (and alpha).
-        return ["--spot"] if queued else ["--preemptible"]
+        # GA ``tpu-vm create`` and ``queued-resources create`` both take --spot (gcloud 528's
+        # parser); --preemptible is the older, 24-hour kind of capacity.
+        return ["--spot"]
     return []
 
 

@@ -1,0 +1,114 @@
+"""A rehearsal's Google Cloud: the emulated APIs over the scenario's state file, in this process.
+
+``prepare`` lays out the fake cloud (``fakecloud.rehearsal.prepare``), starts the emulator
+(GKE and Compute over the state file) in daemon threads bound to 127.0.0.1, and returns the
+environment to run with: the real gcloud pointed at the emulator (a private configuration
+under the rehearsal folder), and the ``gcloud`` shim first on PATH, which hands the real gcloud
+everything but what is no API (``tpu-vm ssh``/``scp``) and the credential questions.
+
+``train --rehearse`` and a later ``cleanup``/``gc`` each start their own emulator over the
+same state file, so they see one cloud; a killed ``train`` leaves its pools in the file.
+Exchanges that break the discovery documents are appended to ``PROBLEMS`` in the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tpu_trainer.config.model import Config
+from tpu_trainer.fakecloud.gcloud_dispatch import REAL_GCLOUD_ENV
+from tpu_trainer.fakecloud.rehearsal import prepare as prepare_fake_cloud
+from tpu_trainer.fakecloud.state import read_state
+from tpu_trainer.infra.gcloud_parser import GcloudSdkMissingError
+from tpu_trainer.simcloud.gcloud_env import gcloud_env
+from tpu_trainer.simcloud.server import Emulator, Exchange, Service
+from tpu_trainer.simcloud.state_compute import StateCompute
+from tpu_trainer.simcloud.state_gke import StateGke
+from tpu_trainer.simcloud.tpu import Tpu
+from tpu_trainer.simcloud.tpu_state import file_state
+
+PROBLEMS = "emulator-problems.jsonl"
+"""Under the rehearsal folder: one JSON line per exchange the schemas found wrong."""
+
+
+def services(state: Path) -> Sequence[Service]:
+    """The emulated APIs over the state file at ``state``."""
+    return (StateGke(state), StateCompute(state), Tpu(file_state(state)))
+
+
+def real_gcloud(env: dict[str, str], shim_dir: Path) -> str:
+    """The installed gcloud (not the shim), or an error naming how to install it."""
+    path = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != shim_dir
+    )
+    found = shutil.which("gcloud", path=path)
+    if found is None:
+        raise GcloudSdkMissingError(
+            "gcloud is not installed: a rehearsal runs the real gcloud against emulated APIs",
+            fix="install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)",
+        )
+    return found
+
+
+def _keeper(path: Path) -> Callable[[Exchange], None]:
+    lock = threading.Lock()
+
+    def keep(exchange: Exchange) -> None:
+        if not (exchange.request_problems or exchange.response_problems):
+            return
+        line = json.dumps(
+            {
+                "method": exchange.method_id,
+                "http": f"{exchange.http_method} {exchange.path}",
+                "status": exchange.status,
+                "request": list(exchange.request_problems),
+                "response": list(exchange.response_problems),
+            }
+        )
+        with lock, path.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    return keep
+
+
+def start_emulator(workdir: Path) -> Emulator:
+    """Serve the emulated APIs over ``workdir/state.json`` until this process ends."""
+    emulator = Emulator(services(workdir / "state.json"))
+    emulator.on_exchange = _keeper(workdir / PROBLEMS)
+    emulator.start()
+    return emulator
+
+
+def emulated_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` (a fake-cloud environment) with the emulator started and gcloud pointed at it."""
+    real = real_gcloud(env, workdir / "bin")
+    emulator = start_emulator(workdir)
+    state = read_state(workdir / "state.json")
+    signed_in = bool(state.get("account"))
+    return {
+        **env,
+        **gcloud_env(emulator.base_url, workdir / "gcloud-config", signed_in=signed_in),
+        "CLOUDSDK_CORE_PROJECT": str(state["project"]),
+        REAL_GCLOUD_ENV: real,
+    }
+
+
+def prepare(
+    scenario_path: Path, user: Config | None, env: dict[str, str], *, fresh: bool
+) -> tuple[Config, dict[str, str], Path]:
+    """``fakecloud.rehearsal.prepare``, then the emulated APIs started for the run."""
+    config, fake_env, workdir = prepare_fake_cloud(scenario_path, user, env, fresh=fresh)
+    return config, emulated_env(workdir, fake_env), workdir
+
+
+def recorded_problems(workdir: Path) -> list[dict[str, object]]:
+    """The invalid exchanges a rehearsal's emulators recorded (none when all was valid)."""
+    path = workdir / PROBLEMS
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
