@@ -31,10 +31,13 @@ class Stat:
 class StepBucket:
     """The steps from ``first`` to ``last`` (``count`` of them logged), summarised."""
 
+    width: int
+    """Step numbers a bucket spans (``k·width`` to ``(k+1)·width - 1``)."""
     first: int
     last: int
     count: int
     seconds: Stat
+    tflops_device: Stat | None
     tflops_chip: Stat | None
     tokens_chip: Stat | None
     loss: Stat | None
@@ -44,10 +47,12 @@ class StepBucket:
             return None if s is None else [s.mean, s.low, s.high]
 
         return {
+            "width": self.width,
             "first": self.first,
             "last": self.last,
             "count": self.count,
             "seconds": stat(self.seconds),
+            "tflops_device": stat(self.tflops_device),
             "tflops_chip": stat(self.tflops_chip),
             "tokens_chip": stat(self.tokens_chip),
             "loss": stat(self.loss),
@@ -60,10 +65,12 @@ class StepBucket:
 
         seconds = stat(data["seconds"])
         return cls(
+            width=int(data["width"]),
             first=int(data["first"]),
             last=int(data["last"]),
             count=int(data["count"]),
             seconds=seconds if seconds is not None else Stat(math.nan, math.nan, math.nan),
+            tflops_device=stat(data.get("tflops_device")),
             tflops_chip=stat(data.get("tflops_chip")),
             tokens_chip=stat(data.get("tokens_chip")),
             loss=stat(data.get("loss")),
@@ -100,18 +107,24 @@ class _Acc:
         return Stat(self.total / self.count, self.low, self.high) if self.count else None
 
 
+def _accs() -> tuple[_Acc, ...]:
+    return (_Acc(), _Acc(), _Acc(), _Acc(), _Acc())
+
+
 def bucket_steps(rows: Iterable[StepRow], width: int) -> list[StepBucket]:
     """``rows`` (in step order) cut into buckets of ``width`` step numbers
     (steps ``k·width`` to ``(k+1)·width - 1``)."""
     out: list[StepBucket] = []
     key: int | None = None
     first = last = count = 0
-    accs: tuple[_Acc, _Acc, _Acc, _Acc] = (_Acc(), _Acc(), _Acc(), _Acc())
+    accs = _accs()
 
     def close() -> None:
-        seconds, tflops, tokens, loss = (a.stat() for a in accs)
+        seconds, device, chip, tokens, loss = (a.stat() for a in accs)
         nan = Stat(math.nan, math.nan, math.nan)
-        out.append(StepBucket(first, last, count, seconds or nan, tflops, tokens, loss))
+        out.append(
+            StepBucket(width, first, last, count, seconds or nan, device, chip, tokens, loss)
+        )
 
     for row in rows:
         k = row.step // width
@@ -119,11 +132,16 @@ def bucket_steps(rows: Iterable[StepRow], width: int) -> list[StepBucket]:
             if key is not None:
                 close()
             key, first, count = k, row.step, 0
-            accs = (_Acc(), _Acc(), _Acc(), _Acc())
+            accs = _accs()
         last, count = row.step, count + 1
-        for acc, value in zip(
-            accs, (row.seconds, row.tflops_per_chip, row.tokens_per_chip, row.loss), strict=True
-        ):
+        values = (
+            row.seconds,
+            row.tflops_per_device,
+            row.tflops_per_chip,
+            row.tokens_per_chip,
+            row.loss,
+        )
+        for acc, value in zip(accs, values, strict=True):
             acc.add(value)
     if key is not None:
         close()
