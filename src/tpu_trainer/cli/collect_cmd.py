@@ -89,7 +89,7 @@ def collect(
 
     chosen = Slice.parse(slice_name)
     prec = _precision(precision)
-    limit = _steps_limit(steps)
+    limit = steps_limit(steps)
     tally = LogTally()
     with _open_log(log) as stream:
         tally.feed(iter_events(tally.counted(stream)))
@@ -113,7 +113,7 @@ def collect(
     _show(metrics, source, limit)
 
 
-def _steps_limit(text: str) -> int | None:
+def steps_limit(text: str) -> int | None:
     """``--steps``: a row count, or None for ``all``."""
     value = text.strip().lower()
     if value == "all":
