@@ -69,7 +69,11 @@ def _child(part: str, log: Path) -> None:
         from tpu_trainer.app.display import SilentDisplay
         from tpu_trainer.app.step_display import StepDisplay
 
-        show = StepDisplay(SilentDisplay())
+        class Discard(SilentDisplay):
+            def info(self, message: str) -> None:
+                pass
+
+        show = StepDisplay(Discard())
         start = time.perf_counter()
         with log.open(encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -182,8 +186,8 @@ def _print_row(r: dict[str, Any]) -> None:
     print(
         f"  pieces           read log {p['read_log']:.2f} s, store insert {p['store_insert']:.2f} s "
         f"({p['stored_steps']:,} rows), report {p['report_model']:.2f} s, "
-        f"plots {p['plots']:.2f} s, README {p['readme_write']:.3f} s; "
-        f"spike kept in the chart: {p['spike_kept']}"
+        f"plots {p['plots']:.2f} s, README {p['readme_write']:.3f} s"
+        + (f"; spike kept in the chart: {p['spike_kept']}" if r["steps"] > SPIKE_STEP else "")
     )
 
 
@@ -218,7 +222,7 @@ def _verdicts(rows: dict[int, dict[str, Any]]) -> list[tuple[str, bool]]:
                 lines < README_LINES,
             )
         )
-    spiked = [r for s, r in rows.items() if s > SPIKE_STEP]
+    spiked = [r for steps, r in rows.items() if steps > SPIKE_STEP]
     for r in spiked:
         found.append(
             (f"chart of {r['steps']:,} steps keeps the spike", bool(r["parts"]["spike_kept"]))

@@ -10,7 +10,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.frameworks.maxtext.log import parse_completed
+from tpu_trainer.metrics.records import StepRecord
 
+_STEP_WORD = "completed "
+"""Every step line holds it: other lines cost one substring search."""
 _PACE_STEPS = 5
 """How many recent steps the pace is averaged over."""
 
@@ -23,13 +27,12 @@ class StepDisplay:
     """The last step times (a long run's follow loop keeps only these)."""
 
     def __call__(self, line: str) -> None:
-        from tpu_trainer.frameworks.maxtext.log import parse_line
-        from tpu_trainer.metrics.records import StepRecord
-
         if not line:
             return
         self.lines += 1
-        event = parse_line(line)
+        if _STEP_WORD not in line:
+            return
+        event = parse_completed(line)
         if not isinstance(event, StepRecord):
             return
         if math.isfinite(event.seconds) and event.seconds > 0:

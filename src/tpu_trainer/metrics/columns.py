@@ -73,18 +73,36 @@ class StepColumns:
             self._ordered = False
         if s.step == 0:
             self.step0_timestamp = s.timestamp
+        tflops, tokens, weights, loss = (
+            s.tflops_per_device,
+            s.tokens_per_device,
+            s.total_weights,
+            s.loss,
+        )
         flags = _RAMPUP if s.rampup else 0
         self._step.append(s.step)
         self._seconds.append(s.seconds)
-        for column, value, bit in (
-            (self._tflops, s.tflops_per_device, _TFLOPS),
-            (self._tokens, s.tokens_per_device, _TOKENS),
-            (self._weights, s.total_weights, _WEIGHTS),
-            (self._loss, s.loss, _LOSS),
-        ):
-            column.append(0.0 if value is None else value)
-            flags |= 0 if value is None else bit
-        self.has_tflops = self.has_tflops or s.tflops_per_device is not None
+        if tflops is None:
+            self._tflops.append(0.0)
+        else:
+            self._tflops.append(tflops)
+            flags |= _TFLOPS
+            self.has_tflops = True
+        if tokens is None:
+            self._tokens.append(0.0)
+        else:
+            self._tokens.append(tokens)
+            flags |= _TOKENS
+        if weights is None:
+            self._weights.append(0.0)
+        else:
+            self._weights.append(weights)
+            flags |= _WEIGHTS
+        if loss is None:
+            self._loss.append(0.0)
+        else:
+            self._loss.append(loss)
+            flags |= _LOSS
         self._flags.append(flags)
 
     def _mark(self, step: int) -> bool:
