@@ -137,7 +137,7 @@ def test_a_long_run_shows_first_outliers_last_with_gaps() -> None:
 def test_steps_absent_from_the_log_are_marked() -> None:
     shown = bounded(iter([_row(0), _row(1), _row(5)]), 60)
     assert shown[2] == Gap(0, 2, 4, absent=True)
-    assert shown[2].describe() == "… steps 2–4 absent from the log …"  # type: ignore[union-attr]
+    assert shown[2].describe() == "… steps 2–4 absent from the log …"
 
 
 # ---- metrics in columns and streamed JSON ----------------------------------------------------
@@ -263,3 +263,29 @@ def test_the_step_display_keeps_only_recent_step_times() -> None:
     for n in range(1_000):
         show(f"completed step: {n}, seconds: 7.400, TFLOP/s/device: 1.0, loss: 2.0")
     assert show.lines == 1_000 and len(show._seconds) == 5
+
+
+# ---- reading a log at line rate --------------------------------------------------------------
+def test_the_block_scanner_reads_what_the_line_reader_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tpu_trainer.frameworks.maxtext import log_scan
+    from tpu_trainer.frameworks.maxtext.log import iter_events
+    from tpu_trainer.metrics.stream import LogTally
+
+    fixtures = sorted((Path(__file__).parent / "fixtures" / "maxtext_logs").glob("*.log"))
+    text = "".join(p.read_text(encoding="utf-8") for p in fixtures) + "completed step: 99, sec"
+    monkeypatch.setattr(log_scan, "BLOCK", 97)  # lines cut across blocks
+    by_line, by_block = LogTally(), LogTally()
+    by_line.feed(iter_events(by_line.counted(io.StringIO(text))))
+    log_scan.scan_log(io.StringIO(text), by_block)
+    summary = {
+        "slice": Slice.parse("v6e-4x4"),
+        "precision": Precision.BF16,
+        "profiler_skip": 5,
+        "profiler_steps": 3,
+    }
+    a, b = by_line.summarize(**summary), by_block.summarize(**summary)  # type: ignore[arg-type]
+    assert by_block.lines == by_line.lines == len(text.splitlines())
+    assert b.to_json() == a.to_json() and by_block.startup == by_line.startup
+    assert len(b.rows) >= 10 and b.notes == a.notes and by_block.columns.duplicates > 50

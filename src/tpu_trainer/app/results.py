@@ -10,7 +10,7 @@ from typing import Any
 
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.frameworks.maxtext.log import iter_events
+from tpu_trainer.frameworks.maxtext.log_scan import scan_log
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
@@ -40,7 +40,7 @@ def metrics_from_log(log: Path, plan: Plan) -> RunMetrics:
     summarize it for the plan's slice, precision and profiler."""
     tally = LogTally()
     with log.open(encoding="utf-8", errors="replace") as f:
-        tally.feed(iter_events(f))
+        scan_log(f, tally)
     has_profiler = any(
         t.startswith("profiler=") and t != "profiler=" for t in plan.program_arg_texts
     )

@@ -83,7 +83,7 @@ def collect(
     TPU v7). A long run's table shows its first and last steps and the outliers between
     (`--steps all` for every one). Exits 1 when the log holds no step line.
     """
-    from tpu_trainer.frameworks.maxtext.log import iter_events
+    from tpu_trainer.frameworks.maxtext.log_scan import scan_log
     from tpu_trainer.metrics.stream import LogTally, write_json, write_jsonl
     from tpu_trainer.plan.slices import Slice
 
@@ -92,7 +92,7 @@ def collect(
     limit = steps_limit(steps)
     tally = LogTally()
     with _open_log(log) as stream:
-        tally.feed(iter_events(tally.counted(stream)))
+        scan_log(stream, tally)
     source = "standard input" if log == "-" else log
     if not len(tally.columns):
         sys.stderr.write(

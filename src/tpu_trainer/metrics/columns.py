@@ -22,6 +22,7 @@ from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.store.steps import StepRow
 
 _TFLOPS, _TOKENS, _WEIGHTS, _LOSS, _RAMPUP = 1, 2, 4, 8, 16
+_ALL = _TFLOPS | _TOKENS | _WEIGHTS | _LOSS
 _BITS = {"tflops": _TFLOPS, "tokens": _TOKENS, "weights": _WEIGHTS, "loss": _LOSS}
 _BITMAP_LIMIT = 1 << 26
 """Steps below this are remembered in a byte map (1 byte a step); higher ones in a set."""
@@ -104,6 +105,34 @@ class StepColumns:
             self._loss.append(loss)
             flags |= _LOSS
         self._flags.append(flags)
+
+    def add_fields(
+        self,
+        step: int,
+        seconds: float,
+        tflops: float,
+        tokens: float,
+        weights: float,
+        loss: float,
+        timestamp: float | None,
+    ) -> None:
+        """:meth:`add` of a plain step line (every figure present, no rampup, no Ray prefix)
+        from its numbers, without a :class:`StepRecord`."""
+        if self._mark(step):
+            self.duplicates += 1
+            return
+        if self._step and step < self._step[-1]:
+            self._ordered = False
+        if step == 0:
+            self.step0_timestamp = timestamp
+        self._step.append(step)
+        self._seconds.append(seconds)
+        self._tflops.append(tflops)
+        self._tokens.append(tokens)
+        self._weights.append(weights)
+        self._loss.append(loss)
+        self._flags.append(_ALL)
+        self.has_tflops = True
 
     def _mark(self, step: int) -> bool:
         """Remember ``step``; whether it was already there."""
