@@ -74,11 +74,12 @@ def _child(part: str, log: Path) -> None:
                 pass
 
         show = StepDisplay(Discard())
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         with log.open(encoding="utf-8", errors="replace") as f:
             for line in f:
                 show(line.rstrip("\n"))
-        print(json.dumps({"seconds": time.perf_counter() - start, "lines": show.lines}))
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        print(json.dumps({"seconds": wall, "cpu": cpu, "lines": show.lines}))
         return
     print(json.dumps(_stages(log, whole=part == "record")))
 
@@ -161,7 +162,12 @@ def _measure(log: Path, steps: int) -> dict[str, Any]:
     me = [sys.executable, __file__]
     wall, cpu, rss, out = _run_child([*me, "--child", "follow", str(log)])
     follow = json.loads(out.strip().splitlines()[-1])
-    row["follow"] = {"us_per_line": follow["seconds"] / max(follow["lines"], 1) * 1e6, "rss": rss}
+    lines = max(follow["lines"], 1)
+    row["follow"] = {
+        "us_per_line": follow["seconds"] / lines * 1e6,
+        "cpu_us_per_line": follow["cpu"] / lines * 1e6,
+        "rss": rss,
+    }
     wall, cpu, rss, out = _run_child([*me, "--child", "record", str(log)])
     row["record"] = {"wall": wall, "cpu": cpu, "rss": rss, **json.loads(out.splitlines()[-1])}
     wall, cpu, rss, out = _run_child([*me, "--child", "parts", str(log)])
@@ -178,7 +184,11 @@ def _print_row(r: dict[str, Any]) -> None:
             f"  collect {name:<5}  {c['wall']:7.2f} s wall  {c['cpu']:7.2f} s CPU  "
             f"{c['mb_s']:7.1f} MB/s  peak RSS {c['rss']:6.1f} MB"
         )
-    print(f"  follow loop      {r['follow']['us_per_line']:7.2f} µs/line")
+    f = r["follow"]
+    print(
+        f"  follow loop      {f['us_per_line']:7.2f} µs/line wall, "
+        f"{f['cpu_us_per_line']:.2f} µs/line CPU, peak RSS {f['rss']:.1f} MB"
+    )
     print(
         f"  collect+report   {rec['record_results']:7.2f} s (record_results, in-process), "
         f"{rec['cpu']:.2f} s CPU, peak RSS {rec['rss']:.1f} MB, README {rec['readme_lines']} lines"

@@ -14,7 +14,7 @@ from tpu_trainer.frameworks.maxtext.log_scan import scan_log
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.report.downsample import StepBucket, bucket_steps, nice_width
+from tpu_trainer.report.downsample import StepBucket, bucket_steps_by, nice_width
 from tpu_trainer.report.model import (
     Outcome,
     ReportLang,
@@ -78,11 +78,13 @@ def report_steps(metrics: RunMetrics) -> dict[str, Any]:
         return {"steps": tuple(rows), "steps_logged": len(rows)}
     span = rows[-1].step - rows[0].step + 1
     edge = REPORT_EDGE_STEPS
+    widths = (nice_width(span, README_ROWS), nice_width(span, CHART_BUCKETS))
+    readme, chart = bucket_steps_by(rows, widths)
     return {
         "steps": (*rows[:edge], *rows[-edge:]),
         "steps_logged": len(rows),
-        "step_buckets": tuple(bucket_steps(rows, nice_width(span, README_ROWS))),
-        "chart_buckets": tuple(bucket_steps(rows, nice_width(span, CHART_BUCKETS))),
+        "step_buckets": tuple(readme),
+        "chart_buckets": tuple(chart),
     }
 
 

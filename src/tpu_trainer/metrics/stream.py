@@ -89,13 +89,23 @@ def write_json(metrics: RunMetrics, out: TextIO) -> None:
     if len(metrics.rows) <= LONG_RUN_STEPS:
         out.write(json.dumps(metrics.to_json(), indent=2) + "\n")
         return
-    head = json.dumps(metrics.to_json(steps=False), indent=2)
-    out.write(head[: head.rindex("\n}")] + ',\n  "steps": [\n')
+    figures = metrics.to_json(steps=False)
+    steady = metrics.steady_steps
+    head = json.dumps({**figures, "steady_steps": _STEADY}, indent=2)
+    before, after = head[: head.rindex("\n}")].split(json.dumps(_STEADY))
+    out.write(before + "[")
+    for at in range(0, len(steady), 10_000):
+        out.write(("," if at else "") + ",".join(map(str, steady[at : at + 10_000])))
+    out.write("]" + after + ',\n  "steps": [\n')
     separator = "    "
     for line in _step_lines(metrics):
         out.write(separator + line)
         separator = ",\n    "
     out.write("\n  ]\n}\n")
+
+
+_STEADY = "\u0000steady\u0000"
+"""Where the steady steps go in a long run's indented head (written compactly, in pieces)."""
 
 
 def write_jsonl(metrics: RunMetrics, out: TextIO) -> None:

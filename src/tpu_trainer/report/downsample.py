@@ -9,7 +9,7 @@ taking every Nth step would hide. :func:`bucket_steps` reads the rows once, as a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,51 +89,72 @@ def nice_width(steps: int, most: int) -> int:
         scale *= 10
 
 
-class _Acc:
-    __slots__ = ("count", "high", "low", "total")
+_SERIES = 5
+"""Seconds, TFLOP/s/device, TFLOP/s/chip, Tokens/s/chip, loss."""
+_NAN = Stat(math.nan, math.nan, math.nan)
 
-    def __init__(self) -> None:
-        self.total, self.count, self.low, self.high = 0.0, 0, math.inf, -math.inf
 
-    def add(self, value: float | None) -> None:
-        if value is None or not math.isfinite(value):
+class _Bucketer:
+    """Buckets of one width, filled one step at a time."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.out: list[StepBucket] = []
+        self._key: int | None = None
+        self._first = self._last = self._count = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._total = [0.0] * _SERIES
+        self._n = [0] * _SERIES
+        self._low = [math.inf] * _SERIES
+        self._high = [-math.inf] * _SERIES
+
+    def add(self, step: int, values: tuple[float | None, ...]) -> None:
+        key = step // self.width
+        if key != self._key:
+            self.close()
+            self._key, self._first, self._count = key, step, 0
+        self._last, self._count = step, self._count + 1
+        total, n, low, high = self._total, self._n, self._low, self._high
+        for i, value in enumerate(values):
+            if value is None or not math.isfinite(value):
+                continue
+            total[i] += value
+            n[i] += 1
+            low[i] = min(low[i], value)
+            high[i] = max(high[i], value)
+
+    def close(self) -> None:
+        if self._key is None:
             return
-        self.total += value
-        self.count += 1
-        self.low = min(self.low, value)
-        self.high = max(self.high, value)
-
-    def stat(self) -> Stat | None:
-        return Stat(self.total / self.count, self.low, self.high) if self.count else None
-
-
-def _accs() -> tuple[_Acc, ...]:
-    return (_Acc(), _Acc(), _Acc(), _Acc(), _Acc())
-
-
-def bucket_steps(rows: Iterable[StepRow], width: int) -> list[StepBucket]:
-    """``rows`` (in step order) cut into buckets of ``width`` step numbers
-    (steps ``k·width`` to ``(k+1)·width - 1``)."""
-    out: list[StepBucket] = []
-    key: int | None = None
-    first = last = count = 0
-    accs = _accs()
-
-    def close() -> None:
-        seconds, device, chip, tokens, loss = (a.stat() for a in accs)
-        nan = Stat(math.nan, math.nan, math.nan)
-        out.append(
-            StepBucket(width, first, last, count, seconds or nan, device, chip, tokens, loss)
+        stats = [
+            Stat(self._total[i] / self._n[i], self._low[i], self._high[i]) if self._n[i] else None
+            for i in range(_SERIES)
+        ]
+        seconds, device, chip, tokens, loss = stats
+        self.out.append(
+            StepBucket(
+                self.width,
+                self._first,
+                self._last,
+                self._count,
+                seconds or _NAN,
+                device,
+                chip,
+                tokens,
+                loss,
+            )
         )
+        self._key = None
+        self._reset()
 
+
+def bucket_steps_by(rows: Iterable[StepRow], widths: Sequence[int]) -> list[list[StepBucket]]:
+    """``rows`` (in step order) cut into buckets of each of ``widths`` step numbers (steps
+    ``k·width`` to ``(k+1)·width - 1``), in one pass."""
+    bucketers = [_Bucketer(w) for w in widths]
     for row in rows:
-        k = row.step // width
-        if k != key:
-            if key is not None:
-                close()
-            key, first, count = k, row.step, 0
-            accs = _accs()
-        last, count = row.step, count + 1
         values = (
             row.seconds,
             row.tflops_per_device,
@@ -141,8 +162,13 @@ def bucket_steps(rows: Iterable[StepRow], width: int) -> list[StepBucket]:
             row.tokens_per_chip,
             row.loss,
         )
-        for acc, value in zip(accs, values, strict=True):
-            acc.add(value)
-    if key is not None:
-        close()
-    return out
+        for bucketer in bucketers:
+            bucketer.add(row.step, values)
+    for bucketer in bucketers:
+        bucketer.close()
+    return [b.out for b in bucketers]
+
+
+def bucket_steps(rows: Iterable[StepRow], width: int) -> list[StepBucket]:
+    """:func:`bucket_steps_by` for one width."""
+    return bucket_steps_by(rows, [width])[0]
