@@ -58,8 +58,9 @@ def _run_child(argv: list[str]) -> tuple[float, float, float, str]:
         err = child.stderr.read().decode(errors="replace") if child.stderr else ""
         if child.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} exited with {child.returncode}:\n{err[-2000:]}")
-        out.seek(0)
-        tail = out.read()[-20000:].decode(errors="replace")
+        size = out.seek(0, os.SEEK_END)
+        out.seek(max(0, size - 20000))  # only the tail: this process stays small, and a
+        tail = out.read().decode(errors="replace")  # child's peak RSS starts from ours
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024 * 1.048576, tail
 
 
@@ -171,7 +172,7 @@ def _measure(log: Path, steps: int) -> dict[str, Any]:
     wall, cpu, rss, out = _run_child([*me, "--child", "record", str(log)])
     row["record"] = {"wall": wall, "cpu": cpu, "rss": rss, **json.loads(out.splitlines()[-1])}
     wall, cpu, rss, out = _run_child([*me, "--child", "parts", str(log)])
-    row["parts"] = {"wall": wall, "rss": rss, **json.loads(out.splitlines()[-1])}
+    row["parts"] = {"wall": wall, "cpu": cpu, "rss": rss, **json.loads(out.splitlines()[-1])}
     return row
 
 
@@ -196,7 +197,7 @@ def _print_row(r: dict[str, Any]) -> None:
     print(
         f"  pieces           read log {p['read_log']:.2f} s, store insert {p['store_insert']:.2f} s "
         f"({p['stored_steps']:,} rows), report {p['report_model']:.2f} s, "
-        f"plots {p['plots']:.2f} s, README {p['readme_write']:.3f} s"
+        f"plots {p['plots']:.2f} s, README {p['readme_write']:.3f} s; {p['cpu']:.2f} s CPU in all"
         + (f"; spike kept in the chart: {p['spike_kept']}" if r["steps"] > SPIKE_STEP else "")
     )
 
