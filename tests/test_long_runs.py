@@ -185,8 +185,8 @@ def test_out_of_order_and_repeated_steps_as_before() -> None:
 
 
 # ---- store -----------------------------------------------------------------------------------
-def test_steps_are_stored_from_a_stream_in_batches(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "runs.db", RunMode.REAL)
+def _store(folder: Path) -> RunStore:
+    store = RunStore(folder / "runs.db", RunMode.REAL)
     store.create_run(
         "r1",
         model="m",
@@ -200,6 +200,11 @@ def test_steps_are_stored_from_a_stream_in_batches(tmp_path: Path) -> None:
         zone=None,
         plan_json=None,
     )
+    return store
+
+
+def test_steps_are_stored_from_a_stream_in_batches(tmp_path: Path) -> None:
+    store = _store(tmp_path)
     m = _metrics(5_000, spike=4_000)
     store.record_steps("r1", m.rows)  # LazyRows: made one at a time
     store.set_metrics("r1", stored_figures(m))
@@ -209,6 +214,27 @@ def test_steps_are_stored_from_a_stream_in_batches(tmp_path: Path) -> None:
     stored = store.metrics("r1") or {}
     assert "steps" not in stored and stored["excluded_steps"]["4000"].startswith("outlier")
     assert "steps" in stored_figures(_metrics(30))
+
+
+def test_show_prints_a_bounded_step_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from tpu_trainer.cli.main import app
+
+    monkeypatch.setenv("TPU_TRAINER_HOME", str(tmp_path))
+    store = _store(tmp_path)
+    m = _metrics(5_000, spike=4_000)
+    store.record_steps("r1", m.rows)
+    store.set_metrics("r1", stored_figures(m))
+    store.close()
+    shown = CliRunner().invoke(app, ["show", "r1"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "3,976 steps not shown (steps 24–3,999)" in shown.output
+    assert "│ 4000 │  30.000 │" in shown.output and "│ 4999 │" in shown.output
+    assert "steady state (steps 2-4, 8-3999, 4001-4999 (4,994 steps))" in shown.output
+    assert len(shown.output.splitlines()) < 90
+    every = CliRunner().invoke(app, ["show", "r1", "--steps", "all"], env={"COLUMNS": "200"})
+    assert len(every.output.splitlines()) > 5_000
 
 
 # ---- the README section of a long run --------------------------------------------------------
