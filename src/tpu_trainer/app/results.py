@@ -10,9 +10,11 @@ from typing import Any
 
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
-from tpu_trainer.frameworks.maxtext.log import read_log
-from tpu_trainer.metrics.summary import RunMetrics, summarize
+from tpu_trainer.frameworks.maxtext.log_scan import scan_log
+from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
+from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
+from tpu_trainer.report.downsample import StepBucket, bucket_steps_by, nice_width
 from tpu_trainer.report.model import (
     Outcome,
     ReportLang,
@@ -34,26 +36,56 @@ def _int_arg(plan: Plan, key: str) -> int | None:
 
 
 def metrics_from_log(log: Path, plan: Plan) -> RunMetrics:
-    """Parse ``log`` (streamed) and summarize it for the plan's slice, precision and profiler."""
+    """Read ``log`` as a stream (steps into compact columns, nothing kept per line) and
+    summarize it for the plan's slice, precision and profiler."""
+    tally = LogTally()
     with log.open(encoding="utf-8", errors="replace") as f:
-        parsed = read_log(f)
+        scan_log(f, tally)
     has_profiler = any(
         t.startswith("profiler=") and t != "profiler=" for t in plan.program_arg_texts
     )
-    return summarize(
-        parsed.steps,
+    return tally.summarize(
         slice=plan.slice,
         precision=plan.precision,
         profiler_skip=_int_arg(plan, "skip_first_n_steps_for_profiler") if has_profiler else None,
         profiler_steps=_int_arg(plan, "profiler_steps") if has_profiler else None,
-        hidden_steps=parsed.hidden_steps,
-        startup=parsed.startup,
     )
+
+
+def stored_figures(metrics: RunMetrics) -> dict[str, Any]:
+    """The figures kept with the run: a long run's per-step list stays in the steps table."""
+    return metrics.to_json(steps=len(metrics.rows) <= LONG_RUN_STEPS)
 
 
 def store_metrics(store: RunStore, run_id: str, metrics: RunMetrics) -> None:
     store.record_steps(run_id, metrics.rows)
-    store.set_metrics(run_id, metrics.to_json())
+    store.set_metrics(run_id, stored_figures(metrics))
+
+
+REPORT_EDGE_STEPS = 5
+"""A long run's README shows this many first and last steps as logged."""
+README_ROWS = 50
+"""At most this many per-N-steps rows in a long run's README table."""
+CHART_BUCKETS = 1000
+"""At most this many buckets (min/max/mean) in a long run's charts."""
+
+
+def report_steps(metrics: RunMetrics) -> dict[str, Any]:
+    """The steps a run's report holds: every one for a short run; a long run's first and last
+    steps and its steps summarised per N steps (for the README) and per finer M (charts)."""
+    rows = metrics.rows
+    if len(rows) <= LONG_RUN_STEPS:
+        return {"steps": tuple(rows), "steps_logged": len(rows)}
+    span = rows[-1].step - rows[0].step + 1
+    edge = REPORT_EDGE_STEPS
+    widths = (nice_width(span, README_ROWS), nice_width(span, CHART_BUCKETS))
+    readme, chart = bucket_steps_by(rows, widths)
+    return {
+        "steps": (*rows[:edge], *rows[-edge:]),
+        "steps_logged": len(rows),
+        "step_buckets": tuple(readme),
+        "chart_buckets": tuple(chart),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +131,7 @@ def run_report(
         loss_last=metrics.loss.last,
         final_loss=metrics.loss.last,
         note="; ".join(notes),
-        steps=metrics.rows,
+        **report_steps(metrics),
         framework="MaxDiffusion" if plan.recipe.framework.value == "maxdiffusion" else "MaxText",
         framework_version=versions.framework or (plan.config.maxtext_branch or ""),
         jax_version=versions.jax or (plan.config.jax_version or ""),
@@ -188,6 +220,8 @@ def report_to_json(report: RunReport, model_dir: Path | None) -> dict[str, Any]:
     return {
         **asdict(report),
         "steps": steps_to_json(report.steps),
+        "step_buckets": [b.to_json() for b in report.step_buckets],
+        "chart_buckets": [b.to_json() for b in report.chart_buckets],
         "model_dir": None if model_dir is None else str(model_dir),
     }
 
@@ -197,6 +231,8 @@ def report_from_json(data: Mapping[str, Any]) -> tuple[RunReport, Path | None]:
     fields: dict[str, Any] = dict(data)
     stored_dir = fields.pop("model_dir", None)
     steps = steps_from_json(fields.pop("steps", None) or ())
+    for key in ("step_buckets", "chart_buckets"):
+        fields[key] = tuple(StepBucket.from_json(b) for b in fields.get(key) or ())
     fields["steady_steps"] = tuple(fields.get("steady_steps") or ())
     fields["outcome"] = Outcome(fields.get("outcome") or Outcome.SUCCEEDED.value)
     model_dir = None if stored_dir is None else Path(str(stored_dir))
@@ -257,7 +293,7 @@ def record_results(
     report = run_report(metrics, plan, run_id, date.today(), versions or Versions())
     if report is None:
         display.info("no steady-state steps: nothing to add to the README")
-        return Recorded(metrics.to_json(), None)
+        return Recorded(stored_figures(metrics), None)
     row = store.run(run_id)
     mode = row.mode if row is not None else store.mode
     if ending is None:
@@ -270,11 +306,12 @@ def record_results(
     )
     stages.start("report")
     model_dir = model_folder(plan)
-    store.set_metrics(run_id, {**metrics.to_json(), "report": report_to_json(report, model_dir)})
+    figures = stored_figures(metrics)
+    store.set_metrics(run_id, {**figures, "report": report_to_json(report, model_dir)})
     readme = _write_or_warn(
         stages, report, report_folder(store, run_id, model_dir, mode, to_recipe=False), lang
     )
-    return Recorded(metrics.to_json(), readme)
+    return Recorded(figures, readme)
 
 
 def _write_or_warn(

@@ -10,6 +10,7 @@ import typer
 
 from tpu_trainer.cli.common import JsonOpt
 from tpu_trainer.cli.log_input import open_log
+from tpu_trainer.cli.step_rows import num
 from tpu_trainer.errors import InputError
 
 if TYPE_CHECKING:
@@ -43,6 +44,21 @@ SkipOpt = Annotated[
         help="MaxText's skip_first_n_steps_for_profiler (first profiled step).",
     ),
 ]
+StepsOpt = Annotated[
+    str,
+    typer.Option(
+        "--steps",
+        help="Step rows the table shows: N (the first and last steps, outliers between; "
+        "default 60) or all.",
+    ),
+]
+JsonlOpt = Annotated[
+    bool,
+    typer.Option(
+        "--jsonl",
+        help="JSON Lines: the summary on the first line, then one line per step.",
+    ),
+]
 ProfilerStepsOpt = Annotated[
     int,
     typer.Option(
@@ -58,42 +74,56 @@ def collect(
     profiler_skip: SkipOpt = 5,
     profiler_steps: ProfilerStepsOpt = 3,
     as_json: JsonOpt = False,
+    jsonl: JsonlOpt = False,
+    steps: StepsOpt = "60",
 ) -> None:
     """Per-step metrics, steady state (step 2 on, profiler steps left out), per chip, and MFU.
 
     Per-chip figures multiply MaxText's per-device ones by the JAX devices per chip (2 on
-    TPU v7). Exits 1 when the log holds no step line.
+    TPU v7). A long run's table shows its first and last steps and the outliers between
+    (`--steps all` for every one). Exits 1 when the log holds no step line.
     """
-    from tpu_trainer.frameworks.maxtext.log import read_log
-    from tpu_trainer.metrics.summary import summarize
+    from tpu_trainer.frameworks.maxtext.log_scan import scan_log
+    from tpu_trainer.metrics.stream import LogTally, write_json, write_jsonl
     from tpu_trainer.plan.slices import Slice
 
     chosen = Slice.parse(slice_name)
     prec = _precision(precision)
+    limit = steps_limit(steps)
+    tally = LogTally()
     with _open_log(log) as stream:
-        parsed = read_log(stream)
+        scan_log(stream, tally)
     source = "standard input" if log == "-" else log
-    if not parsed.steps:
+    if not len(tally.columns):
         sys.stderr.write(
-            f"no MaxText step lines ('completed step: N, seconds: ...') in {parsed.lines} lines "
+            f"no MaxText step lines ('completed step: N, seconds: ...') in {tally.lines} lines "
             f"of {source}: the run may not have reached step 0 (try `tpu-trainer diagnose`)\n"
         )
         raise typer.Exit(1)
-    metrics = summarize(
-        parsed.steps,
+    metrics = tally.summarize(
         slice=chosen,
         precision=prec,
         profiler_skip=profiler_skip,
         profiler_steps=profiler_steps,
-        hidden_steps=parsed.hidden_steps,
-        startup=parsed.startup,
     )
-    if as_json:
-        import json
-
-        typer.echo(json.dumps(metrics.to_json(), indent=2))
+    if as_json or jsonl:
+        (write_jsonl if jsonl else write_json)(metrics, sys.stdout)
+        sys.stdout.flush()
         return
-    _show(metrics, source)
+    _show(metrics, source, limit)
+
+
+def steps_limit(text: str) -> int | None:
+    """``--steps``: a row count, or None for ``all``."""
+    value = text.strip().lower()
+    if value == "all":
+        return None
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise InputError(
+        f"--steps {text!r} is neither a number of rows nor 'all'",
+        fix="use --steps 60 (the default), --steps 200 or --steps all",
+    )
 
 
 def _precision(text: str) -> Precision:
@@ -115,34 +145,17 @@ def _open_log(log: str) -> AbstractContextManager[TextIO]:
 
 
 # ---- display ---------------------------------------------------------------------------------
-def _num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _show(m: RunMetrics, source: str) -> None:
-    """One table of the steps, one of the steady state, then the notes."""
+def _show(m: RunMetrics, source: str, limit: int | None) -> None:
+    """One table of the steps (bounded), one of the steady state, then the notes."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
+
+    from tpu_trainer.cli.step_rows import step_table
 
     console = Console(highlight=False)
     chips = f"{m.chips} chip{'' if m.chips == 1 else 's'}"
-    steps = Table(title=f"Steps in {escape(source)} ({m.device_type}, {chips})")
-    for name in ("Step", "Seconds", "TFLOP/s/device", "TFLOP/s/chip", "Tokens/s/chip", "Loss"):
-        steps.add_column(name, justify="right", no_wrap=True)
-    steps.add_column("Steady state")
-    for r in m.rows:
-        used = "[green]yes[/]" if r.excluded is None else f"[dim]no: {escape(r.excluded)}[/]"
-        steps.add_row(
-            str(r.step),
-            _num(r.seconds),
-            _num(r.tflops_per_device),
-            _num(r.tflops_per_chip),
-            _num(r.tokens_per_chip, 1),
-            _num(r.loss),
-            used,
-        )
-    console.print(steps)
+    title = f"Steps in {escape(source)} ({m.device_type}, {chips})"
+    console.print(step_table(title, m.rows, limit))
     console.print(_summary_table(m))
     for note in m.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -161,15 +174,15 @@ def _summary_table(m: RunMetrics) -> Table:
 
 
 def _summary_rows(m: RunMetrics) -> list[tuple[str, str]]:
-    steady = ", ".join(str(n) for n in m.steady_steps) or "none"
+    steady = _steady_text(m)
     rows = [
         ("Steps completed", str(m.steps_completed)),
         ("Steady-state steps", steady),
-        ("Step time (s)", _num(m.step_seconds)),
-        ("TFLOP/s/device", _num(m.tflops_per_device)),
-        (f"TFLOP/s/chip (x{m.jax_devices_per_chip})", _num(m.tflops_per_chip)),
-        ("Tokens/s/device", _num(m.tokens_per_device, 1)),
-        (f"Tokens/s/chip (x{m.jax_devices_per_chip})", _num(m.tokens_per_chip, 1)),
+        ("Step time (s)", num(m.step_seconds)),
+        ("TFLOP/s/device", num(m.tflops_per_device)),
+        (f"TFLOP/s/chip (x{m.jax_devices_per_chip})", num(m.tflops_per_chip)),
+        ("Tokens/s/device", num(m.tokens_per_device, 1)),
+        (f"Tokens/s/chip (x{m.jax_devices_per_chip})", num(m.tokens_per_chip, 1)),
         (
             f"MFU ({m.precision}, peak {m.peak_tflops_per_chip:g} TFLOP/s/chip)",
             "-" if m.mfu is None else f"{m.mfu * 100:.3g} %",
@@ -187,11 +200,22 @@ def _summary_rows(m: RunMetrics) -> list[tuple[str, str]]:
             )
         )
     if m.first_step_seconds is not None:
-        rows.append(("Step 0 (includes JIT compile) (s)", _num(m.first_step_seconds)))
+        rows.append(("Step 0 (includes JIT compile) (s)", num(m.first_step_seconds)))
     if m.startup_seconds is not None:
-        rows.append(("First log line to step 0 (s)", _num(m.startup_seconds, 1)))
+        rows.append(("First log line to step 0 (s)", num(m.startup_seconds, 1)))
     rows.extend(_startup_rows(m))
     return rows
+
+
+def _steady_text(m: RunMetrics) -> str:
+    """The steady steps: every number for a short run, ranges and a count for a long one."""
+    from tpu_trainer.metrics.stream import LONG_RUN_STEPS
+    from tpu_trainer.metrics.summary import ranges
+
+    chosen = m.steady_steps
+    if len(chosen) <= LONG_RUN_STEPS:
+        return ", ".join(str(n) for n in chosen) or "none"
+    return f"{ranges(chosen)} ({len(chosen):,} steps)"
 
 
 def _startup_rows(m: RunMetrics) -> list[tuple[str, str]]:

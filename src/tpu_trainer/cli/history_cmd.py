@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tpu_trainer.cli.collect_cmd import StepsOpt
 from tpu_trainer.cli.common import JsonOpt, LangOpt
 from tpu_trainer.cli.ledger_view import (
     estimate_and_actual,
@@ -25,6 +26,7 @@ from tpu_trainer.report.model import ReportLang
 from tpu_trainer.store.db import RunMode
 
 if TYPE_CHECKING:
+    from tpu_trainer.metrics.ledger import Ledger
     from tpu_trainer.store.db import RunRow, RunStore
 
 RunArg = Annotated[str, typer.Argument(help="A run id (see `tpu-trainer runs`).")]
@@ -65,35 +67,54 @@ def run_summary(store: RunStore, row: RunRow) -> dict[str, Any]:
     }
 
 
-def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
-    """One run: stages and their times, resources, capacity attempts, steady-state figures."""
-    from tpu_trainer.metrics.ledger import ledger_json
+def show(run_id: RunArg, as_json: JsonOpt = False, steps: StepsOpt = "60") -> None:
+    """One run: stages and their times, resources, capacity attempts, steady-state figures,
+    and its steps (a long run's first and last ones and the outliers between)."""
+    from tpu_trainer.cli.collect_cmd import steps_limit
 
+    limit = steps_limit(steps)
     store = _store()
     row = _run(store, run_id)
     ledger = ledger_of(store, row)
+    if not as_json:
+        _show_text(store, row, limit, ledger)
+        return
     data = {
+        **_details(store, row, ledger),
+        "commands": len(store.commands(run_id)),
+        "steps": store.steps(run_id),
+    }
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def _details(store: RunStore, row: RunRow, ledger: Ledger) -> dict[str, Any]:
+    """A run's summary, timeline and estimate, stages, resources and capacity attempts."""
+    from tpu_trainer.metrics.ledger import ledger_json
+
+    return {
         **run_summary(store, row),
         "timeline": ledger_json(ledger),
         "estimate": estimate_and_actual(store, row, ledger),
         "stages": [
             {"name": n, "status": s, "seconds": (f - b) if f else None, "detail": d}
-            for n, s, b, f, d in store.stages(run_id)
+            for n, s, b, f, d in store.stages(row.id)
         ],
         "resources": [
             {"kind": r.kind, "name": r.name, "state": r.state.value}
-            for r in store.resources(run_id)
+            for r in store.resources(row.id)
         ],
-        "attempts": store.attempts(run_id),
-        "commands": len(store.commands(run_id)),
-        "steps": store.steps(run_id),
+        "attempts": store.attempts(row.id),
     }
-    if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str))
-        return
+
+
+def _show_text(store: RunStore, row: RunRow, limit: int | None, ledger: Ledger) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from tpu_trainer.cli.step_rows import step_table
+
+    run_id = row.id
+    data = _details(store, row, ledger)
     console = Console()
     console.print(
         f"[bold]run {row.id}[/]: {row.model} on {row.device_type} ({row.precision}), "
@@ -119,10 +140,22 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
                 )
             )
         console.print(table)
+    if store.step_count(run_id):
+        console.print(step_table(f"steps of {run_id}", store.iter_step_rows(run_id), limit))
     figures = ", ".join(f"{k} {data[k]:.3f}" for k in _SUMMARY_KEYS if isinstance(data[k], float))
-    console.print(f"steady state (steps {data['steady_steps']}): {figures or 'none'}")
+    console.print(f"steady state (steps {_steady(data['steady_steps'])}): {figures or 'none'}")
     print_ledger(console, ledger)
     print_estimate(console, data["estimate"])
+
+
+def _steady(chosen: object) -> str:
+    """The steady steps as stored; a long run's as ranges and a count."""
+    from tpu_trainer.metrics.stream import LONG_RUN_STEPS
+    from tpu_trainer.metrics.summary import ranges
+
+    if isinstance(chosen, list) and len(chosen) > LONG_RUN_STEPS:
+        return f"{ranges(chosen)} ({len(chosen):,} steps)"
+    return str(chosen)
 
 
 def compare(

@@ -16,12 +16,14 @@ MaxText's Tokens/s means padding, and a wildly different one means the wrong sli
 from __future__ import annotations
 
 import statistics
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from itertools import groupby
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
+from tpu_trainer.metrics.columns import Fig, LazyRows, StepColumns
 from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.steps import StepRow
@@ -43,8 +45,8 @@ class _Window:
 
 # (test, reason) in order: the first test that holds excludes the step with its reason.
 _EARLY = {0: "step 0: JIT compilation", 1: "step 1: warm-up"}
-_Test = Callable[[StepRecord, _Window], bool]
-_Reason = Callable[[StepRecord, _Window], str]
+_Test = Callable[[Fig, _Window], bool]
+_Reason = Callable[[Fig, _Window], str]
 _RULES: tuple[tuple[_Test, _Reason], ...] = (
     (
         lambda s, w: s.step < w.first_steady,
@@ -109,7 +111,8 @@ class RunMetrics:
     jax_devices_per_chip: int
     precision: Precision
     peak_tflops_per_chip: float
-    rows: tuple[StepRow, ...]
+    rows: Sequence[StepRow]
+    """Every step, in step order (made on demand from compact columns)."""
     steady_steps: tuple[int, ...]
     steps_completed: int
     """Highest step seen + 1 (steps are 0-based), hidden steps included."""
@@ -133,8 +136,15 @@ class RunMetrics:
     def has_steady_state(self) -> bool:
         return bool(self.steady_steps)
 
-    def to_json(self) -> dict[str, object]:
-        """A JSON-ready dict (floats as computed; the CLI rounds for display only)."""
+    def excluded(self) -> dict[int, str]:
+        """Why each step left out of the steady state was, by step, in step order."""
+        if isinstance(self.rows, LazyRows):
+            return dict(sorted(self.rows.reasons.items()))
+        return {r.step: r.excluded for r in self.rows if r.excluded}
+
+    def to_json(self, *, steps: bool = True) -> dict[str, object]:
+        """A JSON-ready dict (floats as computed; the CLI rounds for display only); without
+        the per-step list when ``steps`` is false (the store's ``steps`` table has them)."""
         check = self.tokens_check
         return {
             "slice": self.device_type,
@@ -144,7 +154,7 @@ class RunMetrics:
             "peak_tflops_per_chip": self.peak_tflops_per_chip,
             "steps_completed": self.steps_completed,
             "steady_steps": list(self.steady_steps),
-            "excluded_steps": {str(r.step): r.excluded for r in self.rows if r.excluded},
+            "excluded_steps": {str(k): v for k, v in self.excluded().items()},
             "step_seconds": self.step_seconds,
             "tflops_per_device": self.tflops_per_device,
             "tflops_per_chip": self.tflops_per_chip,
@@ -157,7 +167,7 @@ class RunMetrics:
             "startup_seconds": self.startup_seconds,
             "startup": None if self.startup is None else self.startup.to_json(),
             "notes": list(self.notes),
-            "steps": [{**asdict(r), "steady": r.excluded is None} for r in self.rows],
+            **({"steps": [step_json(r) for r in self.rows]} if steps else {}),
         }
 
 
@@ -177,48 +187,84 @@ def summarize(
 
     Steps repeated in the log (several workers, Ray without dedup) count once, first line wins.
     """
-    found = _unique(steps)
-    unique = found.steps
+    columns = StepColumns()
+    for s in steps:
+        columns.add(s)
+    return summarize_columns(
+        columns,
+        slice=slice,
+        precision=precision,
+        profiler_skip=profiler_skip,
+        profiler_steps=profiler_steps,
+        first_steady=first_steady,
+        outlier_factor=outlier_factor,
+        hidden_steps=hidden_steps,
+        startup=startup,
+    )
+
+
+def summarize_columns(
+    columns: StepColumns,
+    *,
+    slice: Slice,
+    precision: Precision,
+    profiler_skip: int | None,
+    profiler_steps: int | None,
+    first_steady: int = 2,
+    outlier_factor: float | None = OUTLIER_FACTOR,
+    hidden_steps: Sequence[int] = (),
+    startup: StartupSummary | None = None,
+) -> RunMetrics:
+    """:func:`summarize` of steps already gathered in columns (as a log is read, in constant
+    memory per step line)."""
+    columns.seal()
     skip, count = profiler_skip or 0, profiler_steps if profiler_skip is not None else 0
     window = _Window(
         first_steady=first_steady,
         profiler=range(skip, skip + (count or 0)),
-        has_tflops=any(s.tflops_per_device is not None for s in unique),
+        has_tflops=columns.has_tflops,
     )
-    reasons = _reasons(unique, window, outlier_factor)
-    steady = [s for s in unique if s.step not in reasons]
+    reasons, steady_index = _reasons(columns, window, outlier_factor)
     per_chip = slice.accelerator.jax_devices_per_chip
-    tflops = _mean(s.tflops_per_device for s in steady)
-    tokens = _mean(s.tokens_per_device for s in steady)
+    tflops = _mean(columns.present("tflops", steady_index))
+    tokens = _mean(columns.present("tokens", steady_index))
     tflops_chip = None if tflops is None else tflops * per_chip
     peak = slice.peak_tflops_per_chip(precision)
-    first = unique[0] if unique and unique[0].step == 0 else None
-    notes = _notes(found, hidden_steps, slice, startup, steady)
-    check = _tokens_check(steady, tokens, per_chip, slice.chips)
+    first = columns.fig(0) if len(columns) and columns.step(0) == 0 else None
+    notes = _notes(columns, hidden_steps, slice, startup, bool(steady_index))
+    check = _tokens_check(columns, steady_index, tokens, per_chip, slice.chips)
     if check is not None and check.mismatch:
         notes.append(check.message)
+    top = max(
+        [columns.step(len(columns) - 1) + 1 if len(columns) else 0, *(h + 1 for h in hidden_steps)]
+    )
     return RunMetrics(
         device_type=slice.device_type,
         chips=slice.chips,
         jax_devices_per_chip=per_chip,
         precision=precision,
         peak_tflops_per_chip=peak,
-        rows=tuple(_row(s, per_chip, reasons.get(s.step)) for s in unique),
-        steady_steps=tuple(s.step for s in steady),
-        steps_completed=max([s.step + 1 for s in unique] + [h + 1 for h in hidden_steps] + [0]),
-        step_seconds=_mean(s.seconds for s in steady),
+        rows=LazyRows(columns, per_chip, reasons),
+        steady_steps=tuple(columns.step(i) for i in steady_index),
+        steps_completed=top,
+        step_seconds=_mean(columns.present("seconds", steady_index)),
         tflops_per_device=tflops,
         tflops_per_chip=tflops_chip,
         tokens_per_device=tokens,
         tokens_per_chip=None if tokens is None else tokens * per_chip,
         tokens_check=check,
         mfu=None if tflops_chip is None or not peak else tflops_chip / peak,
-        loss=_loss(unique),
+        loss=_loss(columns),
         first_step_seconds=None if first is None else first.seconds,
-        startup_seconds=_startup_seconds(startup, first),
+        startup_seconds=_startup_seconds(startup, columns.step0_timestamp if first else None),
         startup=startup,
         notes=tuple(notes),
     )
+
+
+def step_json(row: StepRow) -> dict[str, object]:
+    """One step as ``--json`` prints it: its row and whether it is steady."""
+    return {**asdict(row), "steady": row.excluded is None}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,50 +301,44 @@ def compare_figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> Comparison:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Unique:
-    """Step lines with each step once (the first line wins), and what was dropped."""
-
-    steps: list[StepRecord]
-    duplicates: int
-    ray_merged: bool
-    """Some line carried Ray's ``[repeated Nx across cluster]``."""
-
-
-def _unique(steps: Iterable[StepRecord]) -> _Unique:
-    seen: dict[int, StepRecord] = {}
-    duplicates = 0
-    ray_merged = False
-    for s in steps:
-        ray_merged = ray_merged or s.repeated > 0
-        if s.step in seen:
-            duplicates += 1
-        else:
-            seen[s.step] = s
-    ordered = sorted(seen.values(), key=lambda s: s.step)
-    return _Unique(steps=ordered, duplicates=duplicates, ray_merged=ray_merged)
-
-
 def _reasons(
-    steps: Sequence[StepRecord], window: _Window, outlier_factor: float | None
-) -> dict[int, str]:
-    """Why each excluded step is excluded, by step number."""
+    columns: StepColumns, window: _Window, outlier_factor: float | None
+) -> tuple[dict[int, str], array[int]]:
+    """Why each excluded step is excluded, by step number; the positions of the steady ones."""
     reasons: dict[int, str] = {}
-    for s in steps:
+    candidates = array("q")
+    first, profiler, need_tflops = window.first_steady, window.profiler, window.has_tflops
+    for i, (step, rampup, has_tflops) in enumerate(columns.step_flags()):
+        if (
+            step >= first
+            and not rampup
+            and step not in profiler
+            and (has_tflops or not need_tflops)
+        ):
+            candidates.append(i)
+            continue
+        f = columns.fig(i)
         for test, reason in _RULES:
-            if test(s, window):
-                reasons[s.step] = reason(s, window)
+            if test(f, window):
+                reasons[f.step] = reason(f, window)
                 break
-    candidates = [s for s in steps if s.step not in reasons]
-    if outlier_factor and len(candidates) >= 3:
-        median = statistics.median(s.seconds for s in candidates)
-        for s in candidates:
-            if not median / outlier_factor <= s.seconds <= median * outlier_factor:
-                reasons[s.step] = (
-                    f"outlier: {s.seconds:.3f} s against a median of {median:.3f} s "
-                    f"(beyond {outlier_factor:g}x)"
-                )
-    return reasons
+        else:
+            candidates.append(i)
+    if not (outlier_factor and len(candidates) >= 3):
+        return reasons, candidates
+    median = statistics.median(columns.seconds(i) for i in candidates)
+    low, high = median / outlier_factor, median * outlier_factor
+    steady = array("q")
+    for i in candidates:
+        seconds = columns.seconds(i)
+        if low <= seconds <= high:
+            steady.append(i)
+            continue
+        reasons[columns.step(i)] = (
+            f"outlier: {seconds:.3f} s against a median of {median:.3f} s "
+            f"(beyond {outlier_factor:g}x)"
+        )
+    return reasons, steady
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -311,11 +351,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _tokens_check(
-    steady: Sequence[StepRecord], tokens: float | None, per_chip: int, chips: int
+    columns: StepColumns, steady: Sequence[int], tokens: float | None, per_chip: int, chips: int
 ) -> TokensCheck | None:
-    derived = _mean(
-        s.total_weights / s.seconds / chips for s in steady if s.total_weights and s.seconds > 0
-    )
+    derived = _mean(rate / chips for rate in columns.weights_per_second(steady))
     if tokens is None or not derived:
         return None
     reported = tokens * per_chip
@@ -328,52 +366,54 @@ def _tokens_check(
     )
 
 
-def _loss(steps: Sequence[StepRecord]) -> LossChange | None:
-    losses = [(s.step, s.loss) for s in steps if s.loss is not None]
-    if not losses:
+def _loss(columns: StepColumns) -> LossChange | None:
+    n = len(columns)
+    with_loss = (f for f in map(columns.fig, range(n)) if f.loss is not None)
+    backwards = (f for f in map(columns.fig, range(n - 1, -1, -1)) if f.loss is not None)
+    first, last = next(with_loss, None), next(backwards, None)
+    if first is None or last is None or first.loss is None or last.loss is None:
         return None
-    (first_step, first), (last_step, last) = losses[0], losses[-1]
     return LossChange(
-        first_step=first_step,
-        first=first,
-        last_step=last_step,
-        last=last,
-        drop_percent=(first - last) / first * 100 if first else 0.0,
+        first_step=first.step,
+        first=first.loss,
+        last_step=last.step,
+        last=last.loss,
+        drop_percent=(first.loss - last.loss) / first.loss * 100 if first.loss else 0.0,
     )
 
 
-def _startup_seconds(startup: StartupSummary | None, first: StepRecord | None) -> float | None:
-    if startup is None or startup.log_start is None or first is None or first.timestamp is None:
+def _startup_seconds(startup: StartupSummary | None, step0: float | None) -> float | None:
+    if startup is None or startup.log_start is None or step0 is None:
         return None
-    return elapsed(startup.log_start, first.timestamp)
+    return elapsed(startup.log_start, step0)
 
 
 def _notes(
-    found: _Unique,
+    columns: StepColumns,
     hidden: Sequence[int],
     slice: Slice,
     startup: StartupSummary | None,
-    steady: Sequence[StepRecord],
+    any_steady: bool,
 ) -> list[str]:
     notes: list[str] = []
-    steps, duplicates = found.steps, found.duplicates
-    if not steps:
+    if not len(columns):
         notes.append("no step lines: nothing to measure")
-    elif not steady:
+    elif not any_steady:
         notes.append("no steady-state step: every step was excluded (see the reasons)")
-    if duplicates:
-        notes.append(f"{duplicates} repeated step line(s) ignored (several workers log each step)")
-    if found.ray_merged:
+    if columns.duplicates:
+        notes.append(
+            f"{columns.duplicates} repeated step line(s) ignored (several workers log each step)"
+        )
+    if columns.ray_merged:
         notes.append(
             "Ray merged similar lines ([repeated Nx across cluster]); steps may be missing: "
             "run with RAY_DEDUP_LOGS=0"
         )
-    seen = {s.step for s in steps} | set(hidden)
-    missing = [n for n in range(max(seen, default=-1) + 1) if n not in seen]
+    missing = columns.missing(hidden)
     if missing:
-        notes.append(f"{len(missing)} step(s) absent from the log: {_ranges(missing)}")
+        notes.append(f"{len(missing)} step(s) absent from the log: {ranges(missing)}")
     if hidden:
-        notes.append(f"MaxText hid the metrics of profiler step(s) {_ranges(sorted(hidden))}")
+        notes.append(f"MaxText hid the metrics of profiler step(s) {ranges(sorted(hidden))}")
     logged = startup.num_devices if startup else None
     if logged is not None and logged != slice.jax_devices:
         notes.append(
@@ -383,21 +423,7 @@ def _notes(
     return notes
 
 
-def _ranges(numbers: Sequence[int]) -> str:
+def ranges(numbers: Sequence[int]) -> str:
     """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
     runs = [[n for _, n in g] for _, g in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
-def _row(s: StepRecord, per_chip: int, excluded: str | None) -> StepRow:
-    return StepRow(
-        step=s.step,
-        seconds=s.seconds,
-        tflops_per_device=s.tflops_per_device,
-        tflops_per_chip=None if s.tflops_per_device is None else s.tflops_per_device * per_chip,
-        tokens_per_device=s.tokens_per_device,
-        tokens_per_chip=None if s.tokens_per_device is None else s.tokens_per_device * per_chip,
-        total_weights=s.total_weights,
-        loss=s.loss,
-        excluded=excluded,
-    )

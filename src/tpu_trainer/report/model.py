@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from tpu_trainer.errors import InputError
+from tpu_trainer.report.downsample import StepBucket
 from tpu_trainer.store.steps import StepRow
 
 _RUN_ID = re.compile(r"[A-Za-z0-9]+(?:[._:-][A-Za-z0-9]+)*")
@@ -70,6 +71,14 @@ class RunReport:
     final_loss: float
     note: str = ""
     steps: tuple[StepRow, ...] = ()
+    """Every step of a short run; a long run's first and last steps (``step_buckets`` set)."""
+    step_buckets: tuple[StepBucket, ...] = ()
+    """A long run's steps as per-N-steps means with min/max (the README's summarised table);
+    empty for a short run, whose README lists every step."""
+    chart_buckets: tuple[StepBucket, ...] = ()
+    """A long run's steps in finer buckets, for the charts (min/max keep spikes visible)."""
+    steps_logged: int = 0
+    """How many steps the log reported (a long run's ``steps`` holds only some)."""
     framework: str = "MaxText"
     framework_version: str = ""
     """A branch, tag or commit of the framework."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.files import atomic_write
+from tpu_trainer.report.downsample import Stat, StepBucket
 from tpu_trainer.report.model import RunReport, step_figures
 from tpu_trainer.report.readme import check_writable
 
@@ -76,10 +77,68 @@ def write_plots(run: RunReport, folder: Path) -> list[Path]:
     paths = plot_paths(run, folder)
     for path in paths:
         check_writable(path, run.run_id)
+    draw = _render_buckets if run.chart_buckets else _render
     with style.context("default"):
         for chart, path in zip(charts, paths, strict=True):
-            atomic_write(path, _render(run, chart))
+            atomic_write(path, draw(run, chart))
     return paths
+
+
+def _render_buckets(run: RunReport, chart: _Chart) -> bytes:
+    """A long run's chart: per bucket of steps, the min-max range as a vertical line (a
+    one-step spike reaches its full height) and the mean as a line; the highest value marked."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 4.0), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    picked = [(b, s) for b in run.chart_buckets if (s := _STAT[chart.name](b)) is not None]
+    width = run.chart_buckets[0].width
+    if picked:
+        xs = [(b.first + b.last) / 2 for b, _ in picked]
+        lows, highs = [s.low for _, s in picked], [s.high for _, s in picked]
+        ax.vlines(xs, lows, highs, color="tab:blue", alpha=0.45, linewidth=0.8)
+        ax.plot(
+            xs,
+            [s.mean for _, s in picked],
+            color="tab:blue",
+            linewidth=1.0,
+            label=f"{chart.ylabel}: mean per {width:,} steps (bars: min-max)",
+        )
+        top, stat = max(picked, key=lambda p: p[1].high)
+        ax.plot(
+            [(top.first + top.last) / 2],
+            [stat.high],
+            "v",
+            color="tab:red",
+            label=f"highest: {stat.high:.3g} (steps {top.first:,}-{top.last:,})",
+        )
+        if _wide_range([*lows, *highs]):
+            ax.set_yscale("log")
+    if chart.steady is not None and math.isfinite(chart.steady):
+        ax.axhline(
+            chart.steady,
+            linestyle="--",
+            color="tab:gray",
+            label=f"steady-state mean: {chart.steady:.2f}",
+        )
+    ax.set_title(f"{chart.title}\n{run.model} · {run.config_name} · {run.date}")
+    ax.set_xlabel(f"step ({run.steps_logged:,} steps, {width:,} per bucket)")
+    ax.set_ylabel(chart.ylabel)
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
+    ax.grid(visible=True, alpha=0.3)
+    ax.legend(fontsize="small")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+_STAT: dict[str, Callable[[StepBucket], Stat | None]] = {
+    "step_time": lambda b: b.seconds,
+    "loss": lambda b: b.loss,
+    "tflops_chip": lambda b: b.tflops_chip,
+}
 
 
 def _render(run: RunReport, chart: _Chart) -> bytes:

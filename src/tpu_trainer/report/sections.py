@@ -15,6 +15,7 @@ from typing import Literal
 from unicodedata import east_asian_width
 from urllib.parse import unquote
 
+from tpu_trainer.report.downsample import Stat, StepBucket
 from tpu_trainer.report.model import Outcome, ReportLang, RunReport, step_figures
 from tpu_trainer.store.steps import StepRow
 
@@ -44,6 +45,9 @@ class Labels:
     loss_drop: str
     run: str
     no_steps: str
+    summarised: str
+    """How a long run's step table was summarised."""
+    charts: str
 
 
 _ZH = Labels(
@@ -61,6 +65,9 @@ _ZH = Labels(
     loss_drop="Loss 下降",
     run="运行",
     no_steps="（没有逐步指标）",
+    summarised="共 {steps} 步，表格已汇总：前 {first} 步和最后 {last} 步为日志原值；"
+    "其余每行汇总 {width} 步，格式为 均值 (最小–最大)。",
+    charts="图表每 {width} 步画出均值和最小–最大范围（单步尖峰仍可见）。",
 )
 _EN = Labels(
     code="en",
@@ -77,6 +84,10 @@ _EN = Labels(
     loss_drop="Loss drop",
     run="Run",
     no_steps="(no per-step metrics)",
+    summarised="{steps} steps, summarised: the first {first} and the last {last} steps as "
+    "logged; each other row covers {width} steps as mean (min–max).",
+    charts="The charts draw the mean and the min–max range of each {width} steps "
+    "(a one-step spike stays visible).",
 )
 LABELS: dict[str, Labels] = {ReportLang.ZH: _ZH, ReportLang.EN: _EN}
 _REHEARSAL = "rehearsal"
@@ -235,7 +246,7 @@ def run_section(run: RunReport, lab: Labels, plot_links: Sequence[str]) -> str:
     ]
     parts = [
         f"### {heading}\n{marker(run.run_id)}\n\n",
-        _table(_split(lab.steps_header), rows) if rows else f"{lab.no_steps}\n",
+        _steps_part(run, lab, rows),
         "\n",
         f"- **{steady}**: ~{_num(run.steady_step_seconds, 2)} s/step, "
         f"~{_num(run.steady_tflops_chip, 1)} TFLOP/s/chip, "
@@ -246,6 +257,42 @@ def run_section(run: RunReport, lab: Labels, plot_links: Sequence[str]) -> str:
         *(f"\n![{_alt(link)}]({link})\n" for link in plot_links),
     ]
     return "".join(parts)
+
+
+def _steps_part(run: RunReport, lab: Labels, rows: Sequence[tuple[str, ...]]) -> str:
+    """Every step of a short run; a long run's first steps, per-N-steps rows, last steps."""
+    header = _split(lab.steps_header)
+    if not run.step_buckets:
+        return _table(header, rows) if rows else f"{lab.no_steps}\n"
+    buckets = run.step_buckets
+    head, tail = rows[: len(rows) // 2], rows[len(rows) // 2 :]
+    width = buckets[0].width
+    lines = [
+        lab.summarised.format(
+            steps=f"{run.steps_logged:,}", first=len(head), last=len(tail), width=f"{width:,}"
+        )
+    ]
+    if run.chart_buckets:
+        lines.append(lab.charts.format(width=f"{run.chart_buckets[0].width:,}"))
+    middle = [_bucket_cells(b) for b in buckets]
+    return " ".join(lines) + "\n\n" + _table(header, [*head, *middle, *tail])
+
+
+def _bucket_cells(b: StepBucket) -> tuple[str, ...]:
+    def cell(stat: Stat | None, digits: int) -> str:
+        if stat is None:
+            return "n/a"
+        low, high = _num(stat.low, digits), _num(stat.high, digits)
+        return f"{_num(stat.mean, digits)} ({low}–{high})"
+
+    return (
+        f"{b.first}–{b.last}",
+        cell(b.seconds, 2),
+        cell(b.tflops_device, 1),
+        cell(b.tflops_chip, 1),
+        cell(b.tokens_chip, 1),
+        cell(b.loss, 3),
+    )
 
 
 def _versions(run: RunReport) -> tuple[tuple[str, str], ...]:

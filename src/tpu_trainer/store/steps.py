@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from tpu_trainer.store.file import StoreFile
@@ -75,21 +76,59 @@ def from_columns(columns: Mapping[str, Any], jax_devices_per_chip: int) -> StepR
     )
 
 
+_STEADY = json.dumps({"excluded": None})
+BATCH = 2000
+"""Step rows written per ``executemany`` call."""
+
+
+def _values(run_id: str, step: StepRow | Mapping[str, Any]) -> tuple[Any, ...]:
+    if isinstance(step, StepRow):
+        excluded = step.excluded
+        extra = _STEADY if excluded is None else json.dumps({"excluded": excluded})
+        return (
+            run_id,
+            step.step,
+            step.seconds,
+            step.tflops_per_device,
+            step.tokens_per_device,
+            step.total_weights,
+            step.loss,
+            extra,
+        )
+    rec = step
+    rest = {k: v for k, v in rec.items() if k not in _COLUMNS}
+    return (run_id, *(rec.get(k) for k in _COLUMNS), json.dumps(rest))
+
+
 class StepsTable(StoreFile):
     """The ``steps`` table and a run's figures (``runs.metrics_json``)."""
 
-    def record_steps(self, run_id: str, steps: Sequence[StepRow | Mapping[str, Any]]) -> None:
+    def record_steps(self, run_id: str, steps: Iterable[StepRow | Mapping[str, Any]]) -> None:
         """Store step rows (or their columns: ``step``, ``seconds``, ``tflops_device``,
         ``tokens_device``, ``total_weights``, ``loss``, anything else into ``extra``); a step
-        seen again replaces the earlier record."""
+        seen again replaces the earlier record. ``steps`` is read as a stream and written in
+        batches of :data:`BATCH` rows, in one transaction."""
+        values = (_values(run_id, step) for step in steps)
         with self._tx() as db:
-            for step in steps:
-                rec = to_columns(step) if isinstance(step, StepRow) else step
-                extra = {k: v for k, v in rec.items() if k not in _COLUMNS}
-                db.execute(
-                    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?)",
-                    (run_id, *(rec.get(k) for k in _COLUMNS), json.dumps(extra)),
-                )
+            while batch := list(islice(values, BATCH)):
+                db.executemany("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?)", batch)
+
+    def step_count(self, run_id: str) -> int:
+        row = self._db.execute("SELECT count(*) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def iter_step_rows(self, run_id: str) -> Iterator[StepRow]:
+        """A run's steps as :class:`StepRow`, by step, read from a cursor (not all at once)."""
+        per_chip = (self.metrics(run_id) or {}).get("jax_devices_per_chip")
+        devices = per_chip if isinstance(per_chip, int) and per_chip > 0 else 1
+        cursor = self._db.execute(
+            "SELECT step, seconds, tflops_device, tokens_device, total_weights, loss, extra "
+            "FROM steps WHERE run_id = ? ORDER BY step",
+            (run_id,),
+        )
+        for r in cursor:
+            columns = {**dict(zip(_COLUMNS, r[:6], strict=True)), **json.loads(r[6] or "{}")}
+            yield from_columns(columns, devices)
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         """A run's steps as their columns, by step (what ``show --json`` prints)."""

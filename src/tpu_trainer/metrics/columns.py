@@ -1,0 +1,335 @@
+"""A run's steps held as columns of numbers, not as one Python object per step.
+
+A pretraining log has hundreds of thousands of steps; a :class:`StepRecord` per step costs
+about half a kilobyte, a row here 41 bytes (five ``array('d')`` figures, the step as
+``array('q')`` and one byte of flags), so 500 000 steps take 20 MB. Steps are added as the
+log is read (:meth:`StepColumns.add`, the first line of a step wins, as several workers or Ray
+without dedup repeat them), put in step order once at the end (:meth:`StepColumns.seal`), and
+read back one at a time (:meth:`StepColumns.fig`) or as :class:`StepRow` on demand
+(:class:`LazyRows`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from tpu_trainer.metrics.records import StepRecord
+from tpu_trainer.store.steps import StepRow
+
+_TFLOPS, _TOKENS, _WEIGHTS, _LOSS, _RAMPUP = 1, 2, 4, 8, 16
+_ALL = _TFLOPS | _TOKENS | _WEIGHTS | _LOSS
+_BITS = {"tflops": _TFLOPS, "tokens": _TOKENS, "weights": _WEIGHTS, "loss": _LOSS}
+_BITMAP_LIMIT = 1 << 26
+"""Steps below this are remembered in a byte map (1 byte a step); higher ones in a set."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fig:
+    """One step's figures, read back from the columns."""
+
+    step: int
+    seconds: float
+    tflops_per_device: float | None
+    tokens_per_device: float | None
+    total_weights: float | None
+    loss: float | None
+    rampup: bool
+
+
+class StepColumns:
+    """The unique steps of a log, in columns."""
+
+    def __init__(self) -> None:
+        self._step = array("q")
+        self._seconds = array("d")
+        self._tflops = array("d")
+        self._tokens = array("d")
+        self._weights = array("d")
+        self._loss = array("d")
+        self._flags = bytearray()
+        self._seen = bytearray()
+        self._seen_high: set[int] = set()
+        self._ordered = True
+        self.duplicates = 0
+        """Step lines dropped because their step was seen before."""
+        self.ray_merged = False
+        """Some line carried Ray's ``[repeated Nx across cluster]``."""
+        self.has_tflops = False
+        self.step0_timestamp: float | None = None
+        """The absl time of step 0's line (seconds since 1 January)."""
+
+    def add(self, s: StepRecord) -> None:
+        """Keep ``s`` unless its step was seen before (then count a duplicate)."""
+        if s.repeated > 0:
+            self.ray_merged = True
+        if self._mark(s.step):
+            self.duplicates += 1
+            return
+        if self._step and s.step < self._step[-1]:
+            self._ordered = False
+        if s.step == 0:
+            self.step0_timestamp = s.timestamp
+        tflops, tokens, weights, loss = (
+            s.tflops_per_device,
+            s.tokens_per_device,
+            s.total_weights,
+            s.loss,
+        )
+        flags = _RAMPUP if s.rampup else 0
+        self._step.append(s.step)
+        self._seconds.append(s.seconds)
+        if tflops is None:
+            self._tflops.append(0.0)
+        else:
+            self._tflops.append(tflops)
+            flags |= _TFLOPS
+            self.has_tflops = True
+        if tokens is None:
+            self._tokens.append(0.0)
+        else:
+            self._tokens.append(tokens)
+            flags |= _TOKENS
+        if weights is None:
+            self._weights.append(0.0)
+        else:
+            self._weights.append(weights)
+            flags |= _WEIGHTS
+        if loss is None:
+            self._loss.append(0.0)
+        else:
+            self._loss.append(loss)
+            flags |= _LOSS
+        self._flags.append(flags)
+
+    def add_fields(
+        self,
+        step: int,
+        seconds: float,
+        tflops: float,
+        tokens: float,
+        weights: float,
+        loss: float,
+        timestamp: float | None,
+    ) -> None:
+        """:meth:`add` of a plain step line (every figure present, no rampup, no Ray prefix)
+        from its numbers, without a :class:`StepRecord`."""
+        if self._mark(step):
+            self.duplicates += 1
+            return
+        if self._step and step < self._step[-1]:
+            self._ordered = False
+        if step == 0:
+            self.step0_timestamp = timestamp
+        self._step.append(step)
+        self._seconds.append(seconds)
+        self._tflops.append(tflops)
+        self._tokens.append(tokens)
+        self._weights.append(weights)
+        self._loss.append(loss)
+        self._flags.append(_ALL)
+        self.has_tflops = True
+
+    def _mark(self, step: int) -> bool:
+        """Remember ``step``; whether it was already there."""
+        if not 0 <= step < _BITMAP_LIMIT:
+            found = step in self._seen_high
+            self._seen_high.add(step)
+            return found
+        if step >= len(self._seen):
+            self._seen.extend(bytes(max(step + 1 - len(self._seen), len(self._seen))))
+        found = self._seen[step] == 1
+        self._seen[step] = 1
+        return found
+
+    def seal(self) -> None:
+        """Put the steps in step order (a no-op when they came in order, as they do)."""
+        if self._ordered:
+            return
+        order = sorted(range(len(self._step)), key=self._step.__getitem__)
+        for name in ("_step", "_seconds", "_tflops", "_tokens", "_weights", "_loss"):
+            column: array[float] = getattr(self, name)
+            setattr(self, name, array(column.typecode, (column[i] for i in order)))
+        self._flags = bytearray(self._flags[i] for i in order)
+        self._ordered = True
+
+    def missing(self, hidden: Sequence[int]) -> list[int]:
+        """Steps up to the highest seen (hidden ones count as seen) that no line reported."""
+        top = max([*self._step, *hidden], default=-1) if not self._step else self._top(hidden)
+        if top >= _BITMAP_LIMIT:
+            every = {*self._step, *hidden}
+            return [n for n in range(top + 1) if n not in every]
+        seen = bytearray(self._seen[: top + 1])
+        seen.extend(bytes(top + 1 - len(seen)))
+        for h in hidden:
+            if h >= 0:
+                seen[h] = 1
+        found: list[int] = []
+        at = seen.find(0)
+        while at >= 0:
+            found.append(at)
+            at = seen.find(0, at + 1)
+        return found
+
+    def _top(self, hidden: Sequence[int]) -> int:
+        highest = self._step[-1] if self._ordered else max(self._step)
+        return max(highest, *hidden) if hidden else highest
+
+    def __len__(self) -> int:
+        return len(self._step)
+
+    def step(self, i: int) -> int:
+        return self._step[i]
+
+    def seconds(self, i: int) -> float:
+        return self._seconds[i]
+
+    def fig(self, i: int) -> Fig:
+        flags = self._flags[i]
+        return Fig(
+            step=self._step[i],
+            seconds=self._seconds[i],
+            tflops_per_device=self._tflops[i] if flags & _TFLOPS else None,
+            tokens_per_device=self._tokens[i] if flags & _TOKENS else None,
+            total_weights=self._weights[i] if flags & _WEIGHTS else None,
+            loss=self._loss[i] if flags & _LOSS else None,
+            rampup=bool(flags & _RAMPUP),
+        )
+
+    def figs(self) -> Iterator[Fig]:
+        return (self.fig(i) for i in range(len(self._step)))
+
+    def step_flags(self) -> Iterator[tuple[int, bool, bool]]:
+        """Each step's number, whether it was in the rampup, whether it has TFLOP/s."""
+        for step, flags in zip(self._step, self._flags, strict=True):
+            yield step, bool(flags & _RAMPUP), bool(flags & _TFLOPS)
+
+    def present(self, name: str, index: Iterable[int]) -> Iterator[float]:
+        """The ``tflops``, ``tokens``, ``weights`` or ``seconds`` of the steps at ``index``
+        that logged it."""
+        column: array[float] = getattr(self, f"_{name}")
+        if name == "seconds":
+            return (column[i] for i in index)
+        bit = _BITS[name]
+        flags = self._flags
+        return (column[i] for i in index if flags[i] & bit)
+
+    def rows(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[StepRow]:
+        """Each step as a :class:`StepRow` (see :func:`row_of`), made straight from the columns."""
+        columns = (self._step, self._seconds, self._tflops, self._tokens, self._weights)
+        for step, seconds, tflops, tokens, weights, loss, flags in zip(
+            *columns, self._loss, self._flags, strict=True
+        ):
+            has_tflops, has_tokens = flags & _TFLOPS, flags & _TOKENS
+            yield StepRow(
+                step=step,
+                seconds=seconds,
+                tflops_per_device=tflops if has_tflops else None,
+                tflops_per_chip=tflops * per_chip if has_tflops else None,
+                tokens_per_device=tokens if has_tokens else None,
+                tokens_per_chip=tokens * per_chip if has_tokens else None,
+                total_weights=weights if flags & _WEIGHTS else None,
+                loss=loss if flags & _LOSS else None,
+                excluded=reasons.get(step),
+            )
+
+    def weights_per_second(self, index: Iterable[int]) -> Iterator[float]:
+        """``total_weights / seconds`` of the steps at ``index`` that logged a non-zero
+        ``total_weights`` and took time."""
+        weights, seconds, flags = self._weights, self._seconds, self._flags
+        for i in index:
+            if flags[i] & _WEIGHTS and weights[i] and seconds[i] > 0:
+                yield weights[i] / seconds[i]
+
+    def json_lines(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[str]:
+        """Each step as ``json.dumps`` writes its row (``dataclasses.asdict(StepRow)`` and
+        ``steady``), made straight from the columns."""
+        columns = (self._step, self._seconds, self._tflops, self._tokens, self._weights)
+        for step, seconds, tflops, tokens, weights, loss, flags in zip(
+            *columns, self._loss, self._flags, strict=True
+        ):
+            tf = _num(tflops) if flags & _TFLOPS else "null"
+            tfc = _num(tflops * per_chip) if flags & _TFLOPS else "null"
+            tk = _num(tokens) if flags & _TOKENS else "null"
+            tkc = _num(tokens * per_chip) if flags & _TOKENS else "null"
+            why = reasons.get(step)
+            yield (
+                f'{{"step": {step}, "seconds": {_num(seconds)}, "tflops_per_device": {tf}, '
+                f'"tflops_per_chip": {tfc}, "tokens_per_device": {tk}, '
+                f'"tokens_per_chip": {tkc}, '
+                f'"total_weights": {_num(weights) if flags & _WEIGHTS else "null"}, '
+                f'"loss": {_num(loss) if flags & _LOSS else "null"}, '
+                f'"excluded": {"null" if why is None else json.dumps(why)}, '
+                f'"steady": {"true" if why is None else "false"}}}'
+            )
+
+
+class LazyRows(Sequence[StepRow]):
+    """The steps as :class:`StepRow`, each made when it is read."""
+
+    def __init__(self, columns: StepColumns, per_chip: int, reasons: Mapping[int, str]) -> None:
+        self._columns, self._per_chip, self._reasons = columns, per_chip, reasons
+
+    @property
+    def reasons(self) -> Mapping[int, str]:
+        """Why each excluded step is excluded, by step (steady steps are not in it)."""
+        return self._reasons
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    @overload
+    def __getitem__(self, i: int) -> StepRow: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[StepRow]: ...
+    def __getitem__(self, i: int | slice) -> StepRow | Sequence[StepRow]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return row_of(
+            self._columns.fig(i), self._per_chip, self._reasons.get(self._columns.step(i))
+        )
+
+    def __iter__(self) -> Iterator[StepRow]:
+        return self._columns.rows(self._per_chip, self._reasons)
+
+    def json_lines(self) -> Iterator[str]:
+        """Each row as one line of JSON (see :meth:`StepColumns.json_lines`)."""
+        return self._columns.json_lines(self._per_chip, self._reasons)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def row_of(f: Fig, per_chip: int, excluded: str | None) -> StepRow:
+    """One step's :class:`StepRow`: per-chip figures are per-device ones × ``per_chip``."""
+    tflops, tokens = f.tflops_per_device, f.tokens_per_device
+    return StepRow(
+        step=f.step,
+        seconds=f.seconds,
+        tflops_per_device=tflops,
+        tflops_per_chip=None if tflops is None else tflops * per_chip,
+        tokens_per_device=tokens,
+        tokens_per_chip=None if tokens is None else tokens * per_chip,
+        total_weights=f.total_weights,
+        loss=f.loss,
+        excluded=excluded,
+    )
+
+
+def _num(value: float) -> str:
+    """A float as ``json.dumps`` writes it."""
+    if math.isfinite(value):
+        return repr(value)
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")

@@ -1,0 +1,92 @@
+"""Which steps a bounded step table shows: the first ones, notable ones, the last ones.
+
+A long run's table would have a row per step (500 000 rows in a terminal help nobody). A
+bounded table keeps the first steps (compile, warm-up, the start of the steady state), the
+steps left out as outliers (a slow checkpoint step, a stall), up to a budget, and the last
+steps, with a :class:`Gap` where steps are not shown. :func:`bounded` reads the rows once, as a
+stream (from the run store's cursor or a summary's columns), holding at most ``limit`` rows; a
+run of ``limit`` steps or fewer comes back whole.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tpu_trainer.store.steps import StepRow
+
+DEFAULT_LIMIT = 60
+"""Rows a bounded table shows by default (``--steps N`` changes it, ``--steps all`` lifts it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Rows not shown between two shown ones."""
+
+    rows: int
+    """How many step rows are not shown."""
+    first_step: int
+    last_step: int
+    """The step numbers the gap spans (steps absent from the log included)."""
+    absent: bool = False
+    """The log reported no step there (nothing was left out of the table)."""
+
+    def describe(self) -> str:
+        span = (
+            f"step {self.first_step}"
+            if self.first_step == self.last_step
+            else f"steps {self.first_step:,}–{self.last_step:,}"
+        )
+        if self.absent:
+            return f"… {span} absent from the log …"
+        return f"… {self.rows:,} steps not shown ({span}) …"
+
+
+def notable(row: StepRow) -> bool:
+    """A step worth a row in a bounded table: one left out as an outlier."""
+    return row.excluded is not None and row.excluded.startswith("outlier")
+
+
+def bounded(rows: Iterable[StepRow], limit: int | None) -> list[StepRow | Gap]:
+    """The rows to show, in step order, with gaps marked (``limit`` None: every row)."""
+    if limit is None:
+        return _with_absent([(i, r) for i, r in enumerate(rows)])
+    limit = max(limit, 3)
+    head_n = limit * 2 // 5
+    tail_n = limit * 2 // 5
+    budget = limit - head_n - tail_n
+    head: list[tuple[int, StepRow]] = []
+    tail: deque[tuple[int, StepRow]] = deque(maxlen=limit - head_n)
+    middle: list[tuple[int, StepRow]] = []
+    count = 0
+    for i, row in enumerate(rows):
+        count = i + 1
+        if len(head) < head_n:
+            head.append((i, row))
+            continue
+        if len(tail) == tail.maxlen and len(middle) < budget and notable(tail[0][1]):
+            middle.append(tail[0])
+        tail.append((i, row))
+    if count <= limit:
+        return _with_absent([*head, *tail])
+    kept = list(tail)
+    for item in kept[:-tail_n]:
+        if len(middle) < budget and notable(item[1]):
+            middle.append(item)
+    return _with_absent([*head, *middle, *kept[-tail_n:]])
+
+
+def _with_absent(chosen: list[tuple[int, StepRow]]) -> list[StepRow | Gap]:
+    out: list[StepRow | Gap] = []
+    previous: tuple[int, StepRow] | None = None
+    for at, row in chosen:
+        if previous is not None:
+            before, last = previous
+            if at > before + 1:
+                out.append(Gap(at - before - 1, last.step + 1, row.step - 1))
+            elif row.step > last.step + 1:
+                out.append(Gap(0, last.step + 1, row.step - 1, absent=True))
+        out.append(row)
+        previous = (at, row)
+    return out
