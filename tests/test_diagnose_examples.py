@@ -246,6 +246,20 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "storage.objects.create access to the Google Cloud Storage object.",
         "roles/storage.objectAdmin",
     ),
+    "webhook-denied": (
+        'Error from server (Forbidden): error when creating "run.yaml": admission webhook '
+        '"vjobset.kb.io" denied the request: spec.replicatedJobs[0].replicas: Invalid value: -1',
+        "The webhook vjobset.kb.io said: spec.replicatedJobs[0].replicas",
+    ),
+    "maxtext-config-constraint": (
+        "ValueError: num_pipeline_microbatches must be positive",
+        "The check says: num_pipeline_microbatches must be positive",
+    ),
+    "tpu-chip-fatal": (
+        "E0102 03:04:05.000001 77 synchronous_driver.cc:820] [/dev/accel3 tpu7:pe0:3] "
+        "!!!! FATAL ERROR !!!! for [/dev/accel3 tpu7:pe0:3]",
+        "kubectl cordon",
+    ),
 }
 
 
