@@ -255,6 +255,10 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "ValueError: num_pipeline_microbatches must be positive",
         "The check says: num_pipeline_microbatches must be positive",
     ),
+    "tpu-failure-generic": (
+        "E0102 03:04:05.000001 77 tpu_driver.cc:42] TPU chip health check failed on host w-3",
+        "The runtime said: TPU chip health check failed on host w-3",
+    ),
     "tpu-chip-fatal": (
         "E0102 03:04:05.000001 77 synchronous_driver.cc:820] [/dev/accel3 tpu7:pe0:3] "
         "!!!! FATAL ERROR !!!! for [/dev/accel3 tpu7:pe0:3]",
