@@ -287,6 +287,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "Error: image us-docker.pkg.dev/p/r/trainer:v2 does not exist",
         "The message: image us-docker.pkg.dev/p/r/trainer:v2 does not exist",
     ),
+    "native-crash": (
+        "*** SIGSEGV (@0x0), see gl__________41#s15 received by PID 77 (TID 78) on cpu 1; "
+        "stack trace: ***",
+        "pip install -U",
+    ),
     "tpu-failure-generic": (
         "E0102 03:04:05.000001 77 tpu_driver.cc:42] TPU chip health check failed on host w-3",
         "The runtime said: TPU chip health check failed on host w-3",
