@@ -246,6 +246,61 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "storage.objects.create access to the Google Cloud Storage object.",
         "roles/storage.objectAdmin",
     ),
+    "webhook-denied": (
+        'Error from server (Forbidden): error when creating "run.yaml": admission webhook '
+        '"vjobset.kb.io" denied the request: spec.replicatedJobs[0].replicas: Invalid value: -1',
+        "The webhook vjobset.kb.io said: spec.replicatedJobs[0].replicas",
+    ),
+    "maxtext-config-constraint": (
+        "ValueError: num_pipeline_microbatches must be positive",
+        "The check says: num_pipeline_microbatches must be positive",
+    ),
+    "memory-generic": (
+        "E0102 03:04:05.1 7 trainer.py:9] Device memory exceeded while running the step",
+        "The message: Device memory exceeded while running the step",
+    ),
+    "coordination-generic": (
+        "E0102 03:04:05.1 7 w.py:1] all-reduce across 64 peers timed out after 600s",
+        "The message: all-reduce across 64 peers timed out",
+    ),
+    "data-exhausted-generic": (
+        "RuntimeError: input pipeline ran out of batches at step 812",
+        "The message: input pipeline ran out of batches",
+    ),
+    "kueue-generic": (
+        "Warning  Pending  ClusterQueue team-a rejected the workload: cohort limit exceeded",
+        "The message: ClusterQueue team-a rejected the workload",
+    ),
+    "capacity-generic": (
+        "Error: insufficient TPU capacity in us-east5-b for v6e-256",
+        "The message: insufficient TPU capacity in us-east5-b",
+    ),
+    "quota-generic": (
+        "Error: project quota for TPU v5p chips exceeded in us-east5",
+        "The message: quota for TPU v5p chips exceeded",
+    ),
+    "tpu-create-generic": (
+        "ERROR: (gcloud.compute.tpus.tpu-vm.create) UNKNOWN: the service is not ready",
+        "gcloud said: UNKNOWN: the service is not ready",
+    ),
+    "image-generic": (
+        "Error: image us-docker.pkg.dev/p/r/trainer:v2 does not exist",
+        "The message: image us-docker.pkg.dev/p/r/trainer:v2 does not exist",
+    ),
+    "native-crash": (
+        "*** SIGSEGV (@0x0), see gl__________41#s15 received by PID 77 (TID 78) on cpu 1; "
+        "stack trace: ***",
+        "pip install -U",
+    ),
+    "tpu-failure-generic": (
+        "E0102 03:04:05.000001 77 tpu_driver.cc:42] TPU chip health check failed on host w-3",
+        "The runtime said: TPU chip health check failed on host w-3",
+    ),
+    "tpu-chip-fatal": (
+        "E0102 03:04:05.000001 77 synchronous_driver.cc:820] [/dev/accel3 tpu7:pe0:3] "
+        "!!!! FATAL ERROR !!!! for [/dev/accel3 tpu7:pe0:3]",
+        "kubectl cordon",
+    ),
 }
 
 
