@@ -1,11 +1,13 @@
-"""A fake Google Cloud control plane: stateful ``gcloud``, ``kubectl`` and ``xpk`` stand-ins.
+"""The simulated cloud's scenarios and state, and stand-ins for what is no Google API:
+``kubectl``, ``xpk``, ``tpu-vm ssh``/``scp`` (and ``gcloud``'s credential questions).
 
-Rehearse a run, or test the tool, against a scenario instead of a real project::
+GKE and Compute are answered by the real gcloud against ``simcloud``'s emulated APIs over the
+same state file; ``simcloud.rehearsal.emulated_env`` starts them::
 
     scenario = load_scenario("scenario.yaml")
     init_state(scenario, state_file)
     write_shims(bin_dir)
-    env = fake_cloud_env(bin_dir, state_file)   # run anything with this environment
+    env = emulated_env(workdir, fake_cloud_env(bin_dir, state_file))   # run anything with it
 
 Every stand-in answers with the real tool's JSON shapes, error texts and exit codes, and keeps
 what it changes in the state file. ``docs/simulated-cloud.md`` describes the scenario format.

@@ -4,9 +4,9 @@ Every call runs inside the state file's ``transaction``, so the ``train`` proces
 ``cleanup``/``gc`` and the fake xpk/kubectl see one cloud. The checks a create goes through
 and the pool records are ``fakecloud.pools``' (the fake xpk creates pools through them too).
 
-Time is the scenario's clock (``fakecloud.state.clock``): each call moves it on by ``TICK``; an
-``operations.get`` answered RUNNING moves it on by gcloud's poll period, the time gcloud then
-sleeps, so the next poll sees what that wait would have brought. A create answers with its
+Time is the scenario's clock (``fakecloud.state.clock``): each call moves it on by ``TICK``; a
+second ``operations.get`` of a running operation first moves it on by gcloud's poll period, the
+time gcloud slept since its last poll. A create answers with its
 operation: DONE at once unless the scenario gives ``create_seconds``; a refusal GKE makes
 before it starts (404, 409, 400, a too-small reservation's 429) is an HTTP error, a failure
 the operation finds (no capacity, the wrong reservation) ends the operation in an error.
@@ -173,9 +173,10 @@ class StateGke:
         op = _operations(state).get(call.params["operationsId"])
         if op is None:
             raise ApiError(404, f"Not found: operation {call.params['operationsId']}.")
+        if op["status"] == "RUNNING" and op.get("_polled"):
+            advance(state, GCLOUD_POLL_SECONDS)  # the wait gcloud made since its last poll
+        op["_polled"] = True
         _settle(state, op)
-        if op["status"] == "RUNNING":
-            advance(state, GCLOUD_POLL_SECONDS)
         return _public(op)
 
     def _operation_list(self, state: State, call: Call) -> JsonObject:
