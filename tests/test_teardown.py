@@ -83,7 +83,9 @@ def _teardown(svc: Services, **kw: Any) -> Teardown:
 def test_teardown_waits_out_a_create_that_was_interrupted_then_deletes_the_pool(
     tmp_path: Path,
 ) -> None:
-    svc, _ = _cloud(tmp_path, _scenario(tmp_path, create_seconds=3))
+    # Each of gcloud's own polls of the create moves the scenario's clock on by its poll period:
+    # a create of 15 s outlasts the polls the client makes before the SIGTERM reaches it.
+    svc, _ = _cloud(tmp_path, _scenario(tmp_path, create_seconds=15))
     _run(svc.store, "0badf00d")
     rid = _owns(svc.store, "0badf00d", "nodepool", "tpt-0badf00d-tpu7x-128")
     env = {**os.environ, **getattr(svc.runner, "env")}  # noqa: B009
