@@ -36,7 +36,11 @@ def test_a_signal_at_a_stage_then_gc_leaves_nothing_and_touches_nothing_else(
     shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
     reh = Rehearsal(tmp_path, recipe, SCENARIO, cli_env(tmp_path))
     out = run_case(reh, case, initial(SCENARIO))
-    assert out.clean, (out.left, out.touched, out.stuck_runs, out.gc_code, out.output[-4000:])
+    # a string, not a tuple: pytest cuts the middle out of a long repr, and with it the cause
+    assert out.clean, (
+        f"left {out.left}, touched {out.touched}, stuck {out.stuck_runs}, gc exit {out.gc_code}, "
+        f"traceback {out.traceback}\n{out.output[-6000:]}"
+    )
     assert out.train_code == EXIT[case.signal_name], out.output[-3000:]
     if case.signal_name != "SIGKILL":
         assert "nothing to clean up" in out.output, "the run should have cleaned up itself"
