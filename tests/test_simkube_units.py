@@ -3,6 +3,7 @@ admission against the CRDs, generation bookkeeping, discovery, OpenAPI, nodes, k
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from tpu_trainer.fakecloud.scenario import parse_scenario
 from tpu_trainer.fakecloud.state import read_state, transaction
 from tpu_trainer.simcloud.kube import discovery, store
 from tpu_trainer.simcloud.kube.admission import admit
-from tpu_trainer.simcloud.kube.api import parse_target
+from tpu_trainer.simcloud.kube.api import KubeApi, Target, parse_target
 from tpu_trainer.simcloud.kube.kubeconfig import TOKEN, write_kubeconfig
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.openapi import openapi_v3
@@ -23,6 +24,7 @@ from tpu_trainer.simcloud.kube.patch import json_patch, merge_patch, strategic_m
 from tpu_trainer.simcloud.kube.resources import find
 from tpu_trainer.simcloud.kube.selectors import field_selector, label_selector
 from tpu_trainer.simcloud.kube.status import KubeError, not_found
+from tpu_trainer.simcloud.kube.watch import watch_events
 
 pytestmark = pytest.mark.unit
 
@@ -252,3 +254,20 @@ def test_kubeconfig_points_at_the_server_with_a_token_user(tmp_path: Path) -> No
     assert config["clusters"][0]["cluster"]["server"] == "http://127.0.0.1:1234"
     assert config["users"][0]["user"] == {"token": TOKEN}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_dry_run_changes_nothing_and_watch_reports_changes(tmp_path: Path) -> None:
+    assert CONFIGMAPS is not None
+    state_path = init_state(parse_scenario(SCENARIO), tmp_path / "state.json")
+    target = Target(CONFIGMAPS, "default")
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}})
+    dry = KubeApi(state_path).handle("POST", target, {"dryRun": "All"}, body.encode(), {})
+    assert dry.code == 201
+    assert store.section(read_state(state_path))["objects"] == {}
+    polls = iter([True, True])
+    events = watch_events(state_path, target, {}, False, lambda: next(polls, False))
+    KubeApi(state_path).handle("POST", target, {}, body.encode(), {})  # after the first read
+    first = json.loads(next(events))
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "m")
+    KubeApi(state_path).handle("DELETE", Target(CONFIGMAPS, "default", "m"), {}, b"", {})
+    assert [json.loads(line)["type"] for line in events] == ["DELETED"]

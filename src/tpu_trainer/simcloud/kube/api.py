@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tpu_trainer.fakecloud.state import State, clock, transaction
+from tpu_trainer.fakecloud.state import State, clock, read_state, transaction
 from tpu_trainer.simcloud.kube import store
 from tpu_trainer.simcloud.kube.admission import admit, check_field_validation
 from tpu_trainer.simcloud.kube.patch import APPLY, STRATEGIC, apply_patch, merge_patch
@@ -94,8 +94,12 @@ class KubeApi:
     """The verbs over the state file at ``state_path``."""
 
     state_path: Path
+    dry_run: bool = False
+    """``dryRun=All``: answer as if the change were made, keep the state as it was."""
 
     def _tx(self, fn: Callable[[State], Answer]) -> Answer:
+        if self.dry_run:
+            return fn(read_state(self.state_path))
         with transaction(self.state_path) as state:
             return fn(state)
 
@@ -107,6 +111,7 @@ class KubeApi:
             raise path_not_found()
         if verb != "GET" and "patch" not in r.verbs:
             raise method_not_allowed(verb.lower(), r)
+        self.dry_run = query.get("dryRun") == "All"
         answer = self._route(verb, target, query, raw, headers)
         if r.warning:
             answer.warnings.insert(0, r.warning)
@@ -118,8 +123,6 @@ class KubeApi:
         ns = t.namespace or ""
         as_table = "as=Table" in headers.get("accept", "")
         if verb == "GET" and not t.name:
-            if query.get("watch") in ("true", "1"):
-                raise KubeError(405, "MethodNotAllowed", "watch is not emulated: list instead")
             return self._tx(lambda s: self._list(s, t, query, as_table))
         if verb == "GET":
             return self._tx(lambda s: self._get(s, t, as_table))
@@ -147,7 +150,10 @@ class KubeApi:
                 lambda s: self._update(s, t, lambda cur: apply_patch(ctype, cur, patch), validation)
             )
         if verb == "DELETE" and t.name:
-            return self._tx(lambda s: Answer(200, store.delete(s, t.resource, ns, t.name)))
+            orphan = _propagation(raw) == "Orphan"
+            return self._tx(
+                lambda s: Answer(200, store.delete(s, t.resource, ns, t.name, orphan=orphan))
+            )
         raise method_not_allowed(verb.lower(), t.resource)
 
     # ---- verbs -----------------------------------------------------------------------------
@@ -221,6 +227,15 @@ class KubeApi:
                 raise
             return self._create(state, t, obj, validation)
         return self._update(state, t, lambda cur: merge_patch(cur, obj), validation)
+
+
+def _propagation(raw: bytes) -> str:
+    """The DeleteOptions' ``propagationPolicy`` (kubectl sends Background by default)."""
+    try:
+        options = json.loads(raw) if raw else {}
+    except ValueError:
+        return ""
+    return str(options.get("propagationPolicy") or "") if isinstance(options, dict) else ""
 
 
 def _object(body: Any, resource: Resource) -> Obj:

@@ -17,7 +17,7 @@ import yaml
 
 from tpu_trainer.infra.crd import CRD_FILES, crd_dir
 
-ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 READ_VERBS = ("get", "list", "watch")
 
 

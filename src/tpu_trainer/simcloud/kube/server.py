@@ -24,6 +24,7 @@ from tpu_trainer.simcloud.kube.logs import log_lines
 from tpu_trainer.simcloud.kube.openapi import openapi_v3
 from tpu_trainer.simcloud.kube.resources import registry
 from tpu_trainer.simcloud.kube.status import KubeError, path_not_found
+from tpu_trainer.simcloud.kube.watch import watch_events
 
 Obj = dict[str, Any]
 
@@ -118,8 +119,17 @@ class KubeServer:
         try:
             if _is_log(parts) and h.command == "GET":
                 lines = log_lines(self.state_path, parts[3], parts[5], query, lambda: self.running)
-                self._stream(h, lines)
+                self._stream(h, lines, "text/plain")
                 return
+            if query.get("watch") in ("true", "1") and h.command == "GET":
+                target = parse_target(parts[1:]) if parts[:1] in (["api"], ["apis"]) else None
+                if target is not None and not target.name:
+                    as_table = "as=Table" in headers.get("accept", "")
+                    events = watch_events(
+                        self.state_path, target, query, as_table, lambda: self.running
+                    )
+                    self._stream(h, events, "application/json")
+                    return
             answer = self._dispatch(h.command, parts, query, raw, headers)
         except KubeError as e:
             answer = Answer(e.code, e.body())
@@ -175,11 +185,11 @@ class KubeServer:
         h.end_headers()
         h.wfile.write(data)
 
-    def _stream(self, h: BaseHTTPRequestHandler, lines: Iterator[str]) -> None:
+    def _stream(self, h: BaseHTTPRequestHandler, lines: Iterator[str], content_type: str) -> None:
         with self._lock:
             self.requests.append((h.command, h.path, 200))
         h.send_response(200)
-        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Type", content_type)
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
         try:

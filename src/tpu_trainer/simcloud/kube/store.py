@@ -196,8 +196,11 @@ def stored(state: State, resource: Resource, namespace: str, name: str) -> Obj:
     return _served(resource, obj)
 
 
-def delete(state: State, resource: Resource, namespace: str, name: str) -> Obj:
-    """Remove the object (and, for a namespace, everything in it; for an owner, what it owns)."""
+def delete(
+    state: State, resource: Resource, namespace: str, name: str, *, orphan: bool = False
+) -> Obj:
+    """Remove the object (and, for a namespace, everything in it; for an owner, what it owns
+    unless ``orphan``: the propagation policy Orphan)."""
     objects = section(state)["objects"]
     obj = objects.pop(_key(resource, namespace, name), None)
     if obj is None:
@@ -205,7 +208,9 @@ def delete(state: State, resource: Resource, namespace: str, name: str) -> Obj:
     uid = obj["metadata"]["uid"]
     for key, other in list(objects.items()):
         meta = other["metadata"]
-        owned = any(ref.get("uid") == uid for ref in meta.get("ownerReferences") or ())
+        owned = not orphan and any(
+            ref.get("uid") == uid for ref in meta.get("ownerReferences") or ()
+        )
         inside = (
             resource.plural == "namespaces" and not resource.group and meta.get("namespace") == name
         )
