@@ -271,3 +271,20 @@ def test_dry_run_changes_nothing_and_watch_reports_changes(tmp_path: Path) -> No
     assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "m")
     KubeApi(state_path).handle("DELETE", Target(CONFIGMAPS, "default", "m"), {}, b"", {})
     assert [json.loads(line)["type"] for line in events] == ["DELETED"]
+
+
+def test_kueue_versions_convert_through_the_storage_version(tmp_path: Path) -> None:
+    old = find("kueue.x-k8s.io", "v1beta1", "clusterqueues")
+    assert old is not None and CQ_V1BETA2 is not None
+    state_path = init_state(parse_scenario(SCENARIO), tmp_path / "state.json")
+    queue = {**_queue(), "apiVersion": "kueue.x-k8s.io/v1beta1"}
+    queue["spec"] = {**queue["spec"], "cohort": "team", "admissionChecks": ["prov"]}
+    with transaction(state_path) as state:
+        store.create(state, old, "", admit(old, queue, "Strict")[0])
+        kept = next(iter(store.section(state)["objects"].values()))
+        assert kept["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+        current = store.get(state, CQ_V1BETA2, "", "cq")["spec"]
+        assert current["cohortName"] == "team" and "cohort" not in current
+        assert current["admissionChecksStrategy"] == {"admissionChecks": [{"name": "prov"}]}
+        assert store.get(state, old, "", "cq")["spec"]["cohort"] == "team"
+        assert admit(CQ_V1BETA2, store.get(state, CQ_V1BETA2, "", "cq"), "Strict")[1] == []

@@ -44,6 +44,7 @@ class KubeServer:
     _server: ThreadingHTTPServer | None = None
     _last: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopping: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> str:
         """Serve from daemon threads; returns the base URL (``http://127.0.0.1:<port>``)."""
@@ -89,10 +90,13 @@ class KubeServer:
         return self._server is not None
 
     def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        """Stop serving and close the socket (``running`` is False only once it is closed)."""
+        with self._stopping:
+            server = self._server
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+                self._server = None
 
     def __enter__(self) -> KubeServer:
         self.start()

@@ -4,7 +4,7 @@ other non-metadata, non-status content changes), creationTimestamp from the scen
 
 Nodes are not stored: they are the state's node pools (``nodes.py``). The four namespaces a
 new cluster has always exist. A custom resource is kept in its storage version and served in
-the version asked for, with only ``apiVersion`` rewritten (the emulator converts no fields).
+the version asked for (``conversion.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import uuid
 from typing import Any, cast
 
 from tpu_trainer.fakecloud.state import State, clock, next_id
+from tpu_trainer.simcloud.kube.conversion import served, to_storage
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.resources import Resource
 from tpu_trainer.simcloud.kube.status import KubeError, already_exists, conflict, not_found
@@ -40,9 +41,7 @@ def now(state: State) -> str:
 
 
 def _served(resource: Resource, obj: Obj) -> Obj:
-    out = copy.deepcopy(obj)
-    out["apiVersion"] = resource.api_version
-    return out
+    return served(resource, obj) if resource.schema is not None else copy.deepcopy(obj)
 
 
 def _namespace(name: str, created: str) -> Obj:
@@ -145,6 +144,8 @@ def create(state: State, resource: Resource, namespace: str, obj: Obj) -> Obj:
         meta["generation"] = 1
     for drop in ("deletionTimestamp", "selfLink"):
         meta.pop(drop, None)
+    if resource.schema is not None:
+        obj = to_storage(resource, obj)
     section(state)["objects"][key] = obj
     return _served(resource, obj)
 
@@ -161,6 +162,8 @@ def replace(
     old = section(state)["objects"].get(key)
     if old is None:
         raise not_found(resource, name)
+    if resource.schema is not None:
+        new = to_storage(resource, new)
     meta = new.setdefault("metadata", {})
     wanted = meta.get("resourceVersion")
     if wanted and wanted != old["metadata"]["resourceVersion"]:

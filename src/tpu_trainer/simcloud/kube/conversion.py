@@ -1,0 +1,58 @@
+"""Conversion between a custom resource's served versions, as the projects' conversion webhooks
+do it, for the fields that differ: Kueue's ClusterQueue ``spec.cohort`` (v1beta1) is
+``spec.cohortName`` (v1beta2), and v1beta1's ``spec.admissionChecks`` (names) is
+``spec.admissionChecksStrategy.admissionChecks`` (``{name}`` entries). Every other field is
+the same in both versions of the shipped CRDs; objects are stored in the storage version."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tpu_trainer.simcloud.kube.resources import Resource, storage_of
+
+Obj = dict[str, Any]
+_RENAMED = {("kueue.x-k8s.io", "ClusterQueue", "v1beta1"): {"cohort": "cohortName"}}
+"""(group, kind, old version) → {old spec field: storage version's name}."""
+
+
+def _to_storage(obj: Obj, version: str, resource: Resource) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    for old, new in _RENAMED.get((resource.group, resource.kind, version), {}).items():
+        if old in spec:
+            spec[new] = spec.pop(old)
+    if (resource.group, resource.kind, version) == ("kueue.x-k8s.io", "ClusterQueue", "v1beta1"):
+        names = spec.pop("admissionChecks", None)
+        if names:
+            strategy = spec.setdefault("admissionChecksStrategy", {})
+            strategy["admissionChecks"] = [{"name": n} for n in names]
+
+
+def _from_storage(obj: Obj, version: str, resource: Resource) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    for old, new in _RENAMED.get((resource.group, resource.kind, version), {}).items():
+        if new in spec:
+            spec[old] = spec.pop(new)
+
+
+def to_storage(resource: Resource, obj: Obj) -> Obj:
+    """``obj`` written in ``resource``'s version, as stored (in the storage version)."""
+    storage = storage_of(resource)
+    out = copy.deepcopy(obj)
+    if storage.version != resource.version:
+        _to_storage(out, resource.version, resource)
+    out["apiVersion"] = storage.api_version
+    return out
+
+
+def served(resource: Resource, stored: Obj) -> Obj:
+    """A stored object in the version ``resource`` serves."""
+    out = copy.deepcopy(stored)
+    if storage_of(resource).version != resource.version:
+        _from_storage(out, resource.version, resource)
+    out["apiVersion"] = resource.api_version
+    return out
