@@ -16,27 +16,22 @@ _RENAMED = {("kueue.x-k8s.io", "ClusterQueue", "v1beta1"): {"cohort": "cohortNam
 """(group, kind, old version) → {old spec field: storage version's name}."""
 
 
-def _to_storage(obj: Obj, version: str, resource: Resource) -> None:
+_CQ_V1BETA1 = ("kueue.x-k8s.io", "ClusterQueue", "v1beta1")
+
+
+def _convert(obj: Obj, version: str, resource: Resource, *, to_storage: bool) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
     for old, new in _RENAMED.get((resource.group, resource.kind, version), {}).items():
-        if old in spec:
-            spec[new] = spec.pop(old)
-    if (resource.group, resource.kind, version) == ("kueue.x-k8s.io", "ClusterQueue", "v1beta1"):
+        source, target = (old, new) if to_storage else (new, old)
+        if source in spec:
+            spec[target] = spec.pop(source)
+    if to_storage and (resource.group, resource.kind, version) == _CQ_V1BETA1:
         names = spec.pop("admissionChecks", None)
         if names:
             strategy = spec.setdefault("admissionChecksStrategy", {})
             strategy["admissionChecks"] = [{"name": n} for n in names]
-
-
-def _from_storage(obj: Obj, version: str, resource: Resource) -> None:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return
-    for old, new in _RENAMED.get((resource.group, resource.kind, version), {}).items():
-        if new in spec:
-            spec[old] = spec.pop(new)
 
 
 def to_storage(resource: Resource, obj: Obj) -> Obj:
@@ -44,7 +39,7 @@ def to_storage(resource: Resource, obj: Obj) -> Obj:
     storage = storage_of(resource)
     out = copy.deepcopy(obj)
     if storage.version != resource.version:
-        _to_storage(out, resource.version, resource)
+        _convert(out, resource.version, resource, to_storage=True)
     out["apiVersion"] = storage.api_version
     return out
 
@@ -53,6 +48,6 @@ def served(resource: Resource, stored: Obj) -> Obj:
     """A stored object in the version ``resource`` serves."""
     out = copy.deepcopy(stored)
     if storage_of(resource).version != resource.version:
-        _from_storage(out, resource.version, resource)
+        _convert(out, resource.version, resource, to_storage=False)
     out["apiVersion"] = resource.api_version
     return out
