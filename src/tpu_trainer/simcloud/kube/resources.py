@@ -58,18 +58,33 @@ class Resource:
 
 
 def _core(
-    plural: str, kind: str, namespaced: bool, *short: str, verbs: tuple[str, ...] = ALL_VERBS
+    plural: str,
+    kind: str,
+    namespaced: bool,
+    *short: str,
+    verbs: tuple[str, ...] = ALL_VERBS,
+    categories: tuple[str, ...] = (),
 ) -> Resource:
-    return Resource("", "v1", plural, kind, namespaced, short, verbs, status_subresource=True)
+    return Resource(
+        "",
+        "v1",
+        plural,
+        kind,
+        namespaced,
+        short,
+        verbs,
+        categories=categories,
+        status_subresource=True,
+    )
 
 
 CORE: tuple[Resource, ...] = (
     _core("namespaces", "Namespace", False, "ns"),
     _core("nodes", "Node", False, "no", verbs=READ_VERBS),
-    _core("pods", "Pod", True, "po"),
+    _core("pods", "Pod", True, "po", categories=("all",)),
     _core("configmaps", "ConfigMap", True, "cm"),
     _core("events", "Event", True, "ev"),
-    _core("services", "Service", True, "svc"),
+    _core("services", "Service", True, "svc", categories=("all",)),
 )
 """Core ``v1`` kinds; nodes are read-only (they are the state's node pools)."""
 

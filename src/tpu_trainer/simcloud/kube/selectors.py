@@ -10,7 +10,26 @@ from tpu_trainer.simcloud.kube.status import bad_request
 
 Match = Callable[[Mapping[str, Any]], bool]
 _SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
-_FIELDS = ("metadata.name", "metadata.namespace", "status.phase", "spec.nodeName")
+_FIELDS = ("metadata.name", "metadata.namespace")
+_KIND_FIELDS = {
+    "pods": ("status.phase", "spec.nodeName", "spec.restartPolicy", "status.podIP"),
+    "events": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
+    "nodes": ("spec.unschedulable",),
+    "namespaces": ("status.phase",),
+}
+"""The fields each kind's real server also selects on, besides name and namespace."""
 
 
 def _split(text: str) -> list[str]:
@@ -73,7 +92,7 @@ def field_selector(text: str, kind: str) -> Match:
         negate = "!=" in term
         key, _, value = term.partition("!=" if negate else "==" if "==" in term else "=")
         key = key.strip()
-        if key not in _FIELDS:
+        if key not in _FIELDS + _KIND_FIELDS.get(kind, ()):
             raise bad_request(
                 f'"{key}" is not a known field selector for {kind}: only '
                 '"metadata.name", "metadata.namespace"'
