@@ -258,6 +258,13 @@ def test_invalid_and_unknown_fields_are_refused_with_the_real_texts(cluster: Clu
     )
 
 
+def test_create_configmap_sends_protobuf_and_is_understood(cluster: Cluster) -> None:
+    made = cluster.kubectl("create", "configmap", "settings", "--from-literal=tpu7x-256=32")
+    assert made.stdout.strip() == "configmap/settings created", made.stderr
+    shown = cluster.kubectl("get", "configmap", "settings", "-o", "yaml")
+    assert yaml.safe_load(shown.stdout)["data"] == {"tpu7x-256": "32"}
+
+
 def test_logs_follow_streams_lines_as_they_are_written(cluster: Cluster) -> None:
     pod = {
         "apiVersion": "v1",

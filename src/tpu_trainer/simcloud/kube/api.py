@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tpu_trainer.fakecloud.state import State, clock, read_state, transaction
-from tpu_trainer.simcloud.kube import store
+from tpu_trainer.simcloud.kube import protobuf, store
 from tpu_trainer.simcloud.kube.admission import admit, check_field_validation
 from tpu_trainer.simcloud.kube.patch import APPLY, STRATEGIC, apply_patch, merge_patch
 from tpu_trainer.simcloud.kube.resources import Resource, find
@@ -74,13 +74,7 @@ def parse_target(parts: list[str]) -> Target | None:
 
 def _decode(raw: bytes, content_type: str) -> Any:
     if "protobuf" in content_type:
-        raise KubeError(
-            415,
-            "UnsupportedMediaType",
-            f"the body of the request was in an unknown format - accepted media types "
-            f"include: application/json, application/yaml (not {content_type}: write the object "
-            "to a file and use kubectl create -f / apply -f)",
-        )
+        return protobuf.decode(raw, content_type)
     try:
         if content_type.startswith(APPLY) or content_type.startswith("application/yaml"):
             return yaml.safe_load(raw.decode())

@@ -79,7 +79,10 @@ _CORE: dict[str, tuple[list[Obj], Any]] = {
     "nodes": ([_column("Status"), _column("Roles"), _column("Version")], _node_row),
     "pods": ([_column("Ready"), _column("Status"), _column("Restarts", "string")], _pod_row),
     "namespaces": ([_column("Status")], lambda o: [(o.get("status") or {}).get("phase", "Active")]),
-    "configmaps": ([_column("Data", "integer")], lambda o: [len(o.get("data") or {})]),
+    "configmaps": (
+        [_column("Data", "integer")],
+        lambda o: [len(o.get("data") or {}) + len(o.get("binaryData") or {})],
+    ),
 }
 
 
