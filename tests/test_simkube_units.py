@@ -14,7 +14,7 @@ import yaml
 from tpu_trainer.fakecloud import init_state
 from tpu_trainer.fakecloud.scenario import parse_scenario
 from tpu_trainer.fakecloud.state import read_state, transaction
-from tpu_trainer.simcloud.kube import discovery, store
+from tpu_trainer.simcloud.kube import discovery, protobuf, store
 from tpu_trainer.simcloud.kube.admission import admit
 from tpu_trainer.simcloud.kube.api import KubeApi, Target, parse_target
 from tpu_trainer.simcloud.kube.kubeconfig import TOKEN, write_kubeconfig
@@ -288,3 +288,26 @@ def test_kueue_versions_convert_through_the_storage_version(tmp_path: Path) -> N
         assert current["admissionChecksStrategy"] == {"admissionChecks": [{"name": "prov"}]}
         assert store.get(state, old, "", "cq")["spec"]["cohort"] == "team"
         assert admit(CQ_V1BETA2, store.get(state, CQ_V1BETA2, "", "cq"), "Strict")[1] == []
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (sizes below 128 bytes)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def test_protobuf_configmap_bodies_decode_as_kubectl_meant_them() -> None:
+    meta = _field(1, b"settings") + _field(11, _field(1, b"app") + _field(2, b"train"))
+    configmap = _field(1, meta) + _field(2, _field(1, b"tpu7x-256") + _field(2, b"32"))
+    unknown = _field(1, _field(1, b"v1") + _field(2, b"ConfigMap")) + _field(2, configmap)
+    decoded = protobuf.decode(protobuf.MAGIC + unknown, "application/vnd.kubernetes.protobuf")
+    assert decoded == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings", "labels": {"app": "train"}},
+        "data": {"tpu7x-256": "32"},
+    }
+    pod = _field(1, _field(1, b"v1") + _field(2, b"Pod")) + _field(2, b"")
+    with pytest.raises(KubeError) as refused:
+        protobuf.decode(protobuf.MAGIC + pod, "application/vnd.kubernetes.protobuf")
+    assert refused.value.code == 415
+    assert "Pod is not decoded from protobuf" in refused.value.message

@@ -75,7 +75,49 @@ def _pod_row(obj: Obj) -> list[Any]:
     ]
 
 
+def _service_row(obj: Obj) -> list[Any]:
+    spec = obj.get("spec") or {}
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or [])
+    return [
+        spec.get("type", "ClusterIP"),
+        spec.get("clusterIP") or "<none>",
+        "<none>",
+        ports or "<none>",
+    ]
+
+
+def _event_table(objects: list[Obj], now: float) -> tuple[list[Obj], list[list[Any]]]:
+    """Events have no Name column: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE."""
+    columns = [
+        _column("Last Seen"),
+        _column("Type"),
+        _column("Reason"),
+        _column("Object"),
+        _column("Message"),
+    ]
+    rows = []
+    for o in objects:
+        involved = o.get("involvedObject") or {}
+        seen = (
+            o.get("lastTimestamp") or o.get("eventTime") or o["metadata"].get("creationTimestamp")
+        )
+        rows.append(
+            [
+                _age({"metadata": {"creationTimestamp": seen}}, now),
+                o.get("type", "Normal"),
+                o.get("reason", ""),
+                f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                o.get("message", ""),
+            ]
+        )
+    return columns, rows
+
+
 _CORE: dict[str, tuple[list[Obj], Any]] = {
+    "services": (
+        [_column("Type"), _column("Cluster-IP"), _column("External-IP"), _column("Port(s)")],
+        _service_row,
+    ),
     "nodes": ([_column("Status"), _column("Roles"), _column("Version")], _node_row),
     "pods": ([_column("Ready"), _column("Status"), _column("Restarts", "string")], _pod_row),
     "namespaces": ([_column("Status")], lambda o: [(o.get("status") or {}).get("phase", "Active")]),
@@ -108,6 +150,8 @@ def table(resource: Resource, objects: list[Obj], now: float, resource_version: 
             [o["metadata"]["name"], *(_cell(o, c, now) for c in extra), _age(o, now)]
             for o in objects
         ]
+    elif resource.plural == "events":
+        columns, rows = _event_table(objects, now)
     else:
         core_columns, row = _CORE.get(resource.plural, ([], lambda _: []))
         columns = [_NAME, *core_columns, _AGE]
