@@ -106,6 +106,11 @@ class KubeServer:
         self.stop()
 
     # ------------------------------------------------------------------------------------
+    def _streaming(self) -> bool:
+        """Whether a log or watch stream should go on; a stream being served is activity."""
+        self._last = time.monotonic()
+        return self.running
+
     def _stop_when_idle(self) -> None:
         while self._server is not None:
             time.sleep(min(1.0, self.idle_seconds))
@@ -122,16 +127,14 @@ class KubeServer:
         parts = [p for p in url.path.split("/") if p]
         try:
             if _is_log(parts) and h.command == "GET":
-                lines = log_lines(self.state_path, parts[3], parts[5], query, lambda: self.running)
+                lines = log_lines(self.state_path, parts[3], parts[5], query, self._streaming)
                 self._stream(h, lines, "text/plain")
                 return
             if query.get("watch") in ("true", "1") and h.command == "GET":
                 target = parse_target(parts[1:]) if parts[:1] in (["api"], ["apis"]) else None
                 if target is not None and not target.name:
                     as_table = "as=Table" in headers.get("accept", "")
-                    events = watch_events(
-                        self.state_path, target, query, as_table, lambda: self.running
-                    )
+                    events = watch_events(self.state_path, target, query, as_table, self._streaming)
                     self._stream(h, events, "application/json")
                     return
             answer = self._dispatch(h.command, parts, query, raw, headers)
