@@ -1,4 +1,10 @@
-"""A kubeconfig that points kubectl at the emulated API server."""
+"""A kubeconfig that points kubectl at the emulated API server.
+
+Its user is a static bearer token, not the ``exec`` user ``gcloud container clusters
+get-credentials`` writes (``gke-gcloud-auth-plugin``): over plain HTTP kubectl sends no
+credentials at all, so it would never run the plugin (which itself does answer offline under
+the emulated Google APIs' environment, with their access token). The server checks none.
+"""
 
 from __future__ import annotations
 
