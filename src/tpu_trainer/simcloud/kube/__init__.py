@@ -1,0 +1,1 @@
+"""An emulated Kubernetes API server for the real kubectl (see ``server.py``)."""

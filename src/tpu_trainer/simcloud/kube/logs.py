@@ -1,0 +1,91 @@
+"""Pod logs: ``GET /api/v1/namespaces/<ns>/pods/<pod>/log?container=C&follow=true``.
+
+A container's lines are kept in the state (``state["kube_api"]["logs"]["<ns>/<pod>/<container>"]``;
+``append_log`` adds them). Without ``follow`` the lines so far are answered; with it they are
+streamed as they are appended, until the pod has Succeeded or Failed (or is deleted).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.fakecloud.state import read_state, transaction
+from tpu_trainer.simcloud.kube import store
+from tpu_trainer.simcloud.kube.resources import CORE
+from tpu_trainer.simcloud.kube.status import KubeError, bad_request
+
+PODS = next(r for r in CORE if r.plural == "pods")
+FOLLOW_POLL_SECONDS = 0.1
+_DONE = ("Succeeded", "Failed")
+
+
+def append_log(
+    state_path: Path,
+    namespace: str,
+    pod: str,
+    container: str,
+    lines: Sequence[str],
+    *,
+    phase: str = "",
+) -> None:
+    """Add ``lines`` to a container's log (and, with ``phase``, set the pod's phase)."""
+    with transaction(state_path) as state:
+        logs = store.section(state)["logs"]
+        logs.setdefault(f"{namespace}/{pod}/{container}", []).extend(lines)
+        if phase:
+            obj = store.stored(state, PODS, namespace, pod)
+            obj.setdefault("status", {})["phase"] = phase
+            store.replace(state, PODS, namespace, pod, obj, status=True)
+
+
+def _container(pod: dict[str, Any], wanted: str) -> str:
+    names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+    name = pod["metadata"]["name"]
+    if wanted:
+        if wanted not in names:
+            raise bad_request(f"container {wanted} is not valid for pod {name}")
+        return wanted
+    if len(names) == 1:
+        return names[0]
+    raise bad_request(
+        f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+    )
+
+
+def _snapshot(state_path: Path, namespace: str, pod: str, container: str) -> tuple[list[str], bool]:
+    state = read_state(state_path)
+    try:
+        obj = store.stored(state, PODS, namespace, pod)
+    except KubeError:
+        return [], True
+    lines = list(store.section(state)["logs"].get(f"{namespace}/{pod}/{container}", []))
+    return lines, (obj.get("status") or {}).get("phase") in _DONE
+
+
+def log_lines(
+    state_path: Path, namespace: str, pod: str, query: dict[str, str], alive: Any
+) -> Iterator[str]:
+    """The container's lines; with ``follow=true`` new ones as they come. The first call checks
+    the pod and container (raising the real errors) before anything is streamed."""
+    with transaction(state_path) as state:
+        container = _container(
+            store.stored(state, PODS, namespace, pod), query.get("container", "")
+        )
+    follow = query.get("follow") in ("true", "1")
+    return _stream(state_path, namespace, pod, container, follow, alive)
+
+
+def _stream(
+    state_path: Path, namespace: str, pod: str, container: str, follow: bool, alive: Any
+) -> Iterator[str]:
+    sent = 0
+    while True:
+        lines, done = _snapshot(state_path, namespace, pod, container)
+        yield from lines[sent:]
+        sent = len(lines)
+        if not follow or done or not alive():
+            return
+        time.sleep(FOLLOW_POLL_SECONDS)

@@ -1,0 +1,229 @@
+"""The cluster's objects in the rehearsal's state file (``state["kube_api"]``), changed as the
+real API server changes them: uid, resourceVersion, generation (bumped only when ``spec`` or
+other non-metadata, non-status content changes), creationTimestamp from the scenario's clock.
+
+Nodes are not stored: they are the state's node pools (``nodes.py``). The four namespaces a
+new cluster has always exist. A custom resource is kept in its storage version and served in
+the version asked for (``conversion.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any, cast
+
+from tpu_trainer.fakecloud.state import State, clock, next_id
+from tpu_trainer.simcloud.kube.conversion import served, to_storage
+from tpu_trainer.simcloud.kube.nodes import nodes
+from tpu_trainer.simcloud.kube.resources import Resource
+from tpu_trainer.simcloud.kube.status import KubeError, already_exists, conflict, not_found
+from tpu_trainer.simcloud.server import utc_timestamp
+
+Obj = dict[str, Any]
+BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+_UID_SPACE = uuid.UUID("6f1c2f9e-0d7a-4a43-9b0e-5d3f0c1e2a10")
+
+
+def section(state: State) -> dict[str, Any]:
+    kube = state.setdefault("kube_api", {})
+    kube.setdefault("objects", {})
+    kube.setdefault("logs", {})
+    return cast(dict[str, Any], kube)
+
+
+def _key(resource: Resource, namespace: str, name: str) -> str:
+    return f"{resource.group}/{resource.plural}/{namespace if resource.namespaced else ''}/{name}"
+
+
+def now(state: State) -> str:
+    return utc_timestamp(clock(state)).split(".")[0] + "Z"
+
+
+def _served(resource: Resource, obj: Obj) -> Obj:
+    return served(resource, obj) if resource.schema is not None else copy.deepcopy(obj)
+
+
+def _namespace(name: str, created: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid5(_UID_SPACE, "ns/" + name)),
+            "resourceVersion": "1",
+            "creationTimestamp": created,
+            "labels": {"kubernetes.io/metadata.name": name},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
+def _all(state: State, resource: Resource) -> list[Obj]:
+    if resource.plural == "nodes" and not resource.group:
+        return nodes(state, now(state))
+    prefix = f"{resource.group}/{resource.plural}/"
+    found = [o for k, o in section(state)["objects"].items() if k.startswith(prefix)]
+    if resource.plural == "namespaces" and not resource.group:
+        names = {o["metadata"]["name"] for o in found}
+        created = now(state)
+        found += [_namespace(n, created) for n in BUILTIN_NAMESPACES if n not in names]
+        found.sort(key=lambda o: str(o["metadata"]["name"]))
+    return found
+
+
+def get(state: State, resource: Resource, namespace: str, name: str) -> Obj:
+    for obj in _all(state, resource):
+        meta = obj["metadata"]
+        if meta["name"] == name and (not resource.namespaced or meta.get("namespace") == namespace):
+            return _served(resource, obj)
+    raise not_found(resource, name)
+
+
+def listing(state: State, resource: Resource, namespace: str | None) -> list[Obj]:
+    """Objects of ``resource`` in ``namespace`` (None: every namespace), sorted by name."""
+    out = [
+        _served(resource, o)
+        for o in _all(state, resource)
+        if namespace is None
+        or not resource.namespaced
+        or o["metadata"].get("namespace") == namespace
+    ]
+    return sorted(out, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+
+def resource_version(state: State) -> str:
+    return str(int(state.get("seq", 1000)))
+
+
+def _check_namespace(state: State, resource: Resource, namespace: str) -> None:
+    if not resource.namespaced:
+        return
+    names = {o["metadata"]["name"] for o in _all(state, _NAMESPACES)}
+    if namespace not in names:
+        raise KubeError(
+            404,
+            "NotFound",
+            f'namespaces "{namespace}" not found',
+            {"name": namespace, "kind": "namespaces"},
+        )
+
+
+def create(state: State, resource: Resource, namespace: str, obj: Obj) -> Obj:
+    meta = obj.setdefault("metadata", {})
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = f"{meta['generateName']}{next_id(state):05d}"[-63:]
+    name = str(meta.get("name") or "")
+    if not name:
+        raise KubeError(
+            422,
+            "Invalid",
+            f'{resource.kind} "" is invalid: metadata.name: '
+            "Required value: name or generateName is required",
+        )
+    if resource.plural == "nodes" and not resource.group:
+        raise KubeError(
+            405, "MethodNotAllowed", "nodes are the node pools' VMs: create a node pool"
+        )
+    _check_namespace(state, resource, namespace)
+    key = _key(resource, namespace, name)
+    if key in section(state)["objects"] or (
+        resource.plural == "namespaces" and name in BUILTIN_NAMESPACES
+    ):
+        raise already_exists(resource, name)
+    if resource.namespaced:
+        meta["namespace"] = namespace
+    else:
+        meta.pop("namespace", None)
+    seq = next_id(state)
+    meta["uid"] = str(uuid.uuid5(_UID_SPACE, f"{key}/{seq}"))
+    meta["resourceVersion"] = str(seq)
+    meta["creationTimestamp"] = now(state)
+    if resource.schema is not None:
+        meta["generation"] = 1
+    for drop in ("deletionTimestamp", "selfLink"):
+        meta.pop(drop, None)
+    if resource.schema is not None:
+        obj = to_storage(resource, obj)
+    section(state)["objects"][key] = obj
+    return _served(resource, obj)
+
+
+def _content(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion")}
+
+
+def replace(
+    state: State, resource: Resource, namespace: str, name: str, new: Obj, *, status: bool = False
+) -> Obj:
+    """An update (PUT, or the result of a patch): what changes and what the server keeps."""
+    key = _key(resource, namespace, name)
+    old = section(state)["objects"].get(key)
+    if old is None:
+        raise not_found(resource, name)
+    if resource.schema is not None:
+        new = to_storage(resource, new)
+    meta = new.setdefault("metadata", {})
+    wanted = meta.get("resourceVersion")
+    if wanted and wanted != old["metadata"]["resourceVersion"]:
+        raise conflict(resource, name)
+    kept = old["metadata"]
+    for field in ("uid", "creationTimestamp", "namespace", "name", "generation"):
+        if field in kept:
+            meta[field] = kept[field]
+        else:
+            meta.pop(field, None)
+    if status:  # the status subresource changes status only
+        new = {**copy.deepcopy(old), "status": new.get("status")}
+        meta = new["metadata"]
+    elif resource.status_subresource and resource.schema is not None:
+        new["status"] = copy.deepcopy(old.get("status"))
+        if new["status"] is None:
+            del new["status"]
+    meta["resourceVersion"] = kept["resourceVersion"]
+    new["apiVersion"] = old["apiVersion"]
+    if new == old:
+        return _served(resource, old)
+    if "generation" in meta and _content(new) != _content(old):
+        meta["generation"] = int(meta["generation"]) + 1
+    meta["resourceVersion"] = str(next_id(state))
+    section(state)["objects"][key] = new
+    return _served(resource, new)
+
+
+def stored(state: State, resource: Resource, namespace: str, name: str) -> Obj:
+    obj = section(state)["objects"].get(_key(resource, namespace, name))
+    if obj is None:
+        raise not_found(resource, name)
+    return _served(resource, obj)
+
+
+def delete(
+    state: State, resource: Resource, namespace: str, name: str, *, orphan: bool = False
+) -> Obj:
+    """Remove the object (and, for a namespace, everything in it; for an owner, what it owns
+    unless ``orphan``: the propagation policy Orphan)."""
+    objects = section(state)["objects"]
+    obj = objects.pop(_key(resource, namespace, name), None)
+    if obj is None:
+        raise not_found(resource, name)
+    uid = obj["metadata"]["uid"]
+    for key, other in list(objects.items()):
+        meta = other["metadata"]
+        owned = not orphan and any(
+            ref.get("uid") == uid for ref in meta.get("ownerReferences") or ()
+        )
+        inside = (
+            resource.plural == "namespaces" and not resource.group and meta.get("namespace") == name
+        )
+        if owned or inside:
+            del objects[key]
+    if not resource.group and resource.plural == "pods":
+        logs = section(state)["logs"]
+        for log_key in [k for k in logs if k.startswith(f"{namespace}/{name}/")]:
+            del logs[log_key]
+    return _served(resource, obj)
+
+
+_NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
