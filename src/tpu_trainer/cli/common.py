@@ -31,6 +31,14 @@ VariantOpt = Annotated[
     str | None,
     typer.Option("--variant", help="e.g. gcs, lustre, or plain for none (for a model name)."),
 ]
+SubmitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--submitter",
+        help="xpk or gcluster: which variant of a recipe folder holding xpk/ and "
+        "cluster_toolkit/ to read (default: the configuration's `submitter`, else xpk).",
+    ),
+]
 RequestArg = Annotated[
     str,
     typer.Argument(

@@ -20,6 +20,7 @@ from tpu_trainer.cli.common import (
     RequestArg,
     ScaleDownOpt,
     SeqOpt,
+    SubmitterOpt,
     TopologyOpt,
     VariantOpt,
 )
@@ -55,6 +56,7 @@ def train(
     topology: TopologyOpt = None,
     seq: SeqOpt = None,
     variant: VariantOpt = None,
+    submitter: SubmitterOpt = None,
     sets: plan_cmd.SetOpt = None,
     vars_: plan_cmd.VarOpt = None,
     no_profiler: plan_cmd.NoProfilerOpt = False,
@@ -95,7 +97,7 @@ def train(
         maxtext_version,
         skip_check,
     )
-    req = Request(request, Filters(precision, topology, seq, variant), config)
+    req = Request(request, Filters(precision, topology, seq, variant, submitter), config)
     if rehearse is not None and (backend is Backend.LOCAL or scale_down):
         raise InputError(
             "--rehearse rehearses a run on GKE; --backend local and --scale-down run here",

@@ -96,6 +96,12 @@ class Recipe:
     """Name of the variable that held the program arguments (``MAXTEXT_ARGS``)."""
     placeholders: tuple[Placeholding, ...]
     shell_options: tuple[str, ...]
+    submitter: str = "xpk"
+    """The tool the script submits with: ``xpk`` (``xpk workload create``) or ``gcluster``
+    (``gcluster job submit``); ``xpk_flags`` holds that tool's flags."""
+    dry_run: tuple[str, ...] = ()
+    """The script's own dry-run arguments it hands the submitter (``--dry-run``,
+    ``--dry-run-out FILE``); empty when it takes none."""
 
     @property
     def program_args(self) -> tuple[str, ...]:
@@ -114,6 +120,10 @@ class Recipe:
     @property
     def device_type(self) -> str:
         value = self.xpk_flag("--device-type") or self.xpk_flag("--tpu-type")
+        compute = self.xpk_flag("--compute-type")
+        if value is None and compute is not None:
+            topology = self.xpk_flag("--topology")
+            value = f"{compute}-{topology}" if topology and "-" not in compute else compute
         if value is None:  # the reader refuses recipes without one
             raise RecipeError(f"{self.source}: no --device-type", fix="add --device-type")
         return value
