@@ -137,6 +137,13 @@ def test_a_folder_with_one_variant_reads_it_and_refuses_the_other() -> None:
     assert "--submitter gcluster" in caught.value.fix
 
 
+def test_an_unknown_submitter_is_refused() -> None:
+    with pytest.raises(InputError) as caught:
+        resolve(str(BOTH), None, Filters(submitter="kubectl"))
+    assert "unknown submitter 'kubectl'" in str(caught.value)
+    assert caught.value.fix == "use one of: xpk, gcluster"
+
+
 def test_model_lookup_lists_one_variant_per_folder() -> None:
     folders = [r.script.parent for r in recipes_under(IRONWOOD) if r.model == "gemmoe-26b"]
     assert [f.name for f in folders] == ["xpk"]

@@ -35,8 +35,8 @@ SubmitterOpt = Annotated[
     str | None,
     typer.Option(
         "--submitter",
-        help="xpk or gcluster: which variant of a recipe folder holding xpk/ and "
-        "cluster_toolkit/ to read (default: the configuration's `submitter`, else xpk).",
+        help="xpk or gcluster: read the recipe folder's xpk/ or cluster_toolkit/ variant "
+        "(default: the configuration's `submitter`, else the one the folder has; xpk if both).",
     ),
 ]
 RequestArg = Annotated[

@@ -167,6 +167,7 @@ def scripts(
     topology: TopologyOpt = None,
     seq: SeqOpt = None,
     variant: VariantOpt = None,
+    submitter: SubmitterOpt = None,
     sets: SetOpt = None,
     vars_: VarOpt = None,
     no_profiler: NoProfilerOpt = False,
@@ -187,7 +188,12 @@ def scripts(
     from tpu_trainer.recipes.resolve import Filters
 
     p: Plan = plan_request(
-        Request(request, Filters(precision, topology, seq, variant), config, require_config=True),
+        Request(
+            request,
+            Filters(precision, topology, seq, variant, submitter),
+            config,
+            require_config=True,
+        ),
         with_args(
             _options(
                 sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone

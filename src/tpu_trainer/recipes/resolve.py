@@ -239,6 +239,11 @@ def resolve_model(model: str, root: Path | None, filters: Filters) -> RecipeRef:
 
 def resolve(request: str, root: Path | None, filters: Filters) -> RecipeRef:
     """Resolve ``request`` (a path or a model name)."""
+    if filters.submitter is not None and filters.submitter not in SUBMITTER_FOLDERS:
+        raise InputError(
+            f"unknown submitter '{filters.submitter}'",
+            fix=f"use one of: {', '.join(SUBMITTER_FOLDERS)}",
+        )
     path = Path(request).expanduser()
     if path.exists() or "/" in request or request.endswith(".sh"):
         return resolve_path(path, filters.submitter)
