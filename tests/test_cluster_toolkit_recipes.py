@@ -51,6 +51,7 @@ def test_reads_the_gcluster_submission_like_an_xpk_one() -> None:
     assert recipe.has_xpk_flag("--skip-prereqs") and recipe.xpk_flag("--skip-prereqs") is None
     assert recipe.xla_flags[0] == "--xla_tpu_scoped_vmem_limit_kib=65536"
     assert recipe.entry.module == "maxtext.trainers.pre_train.train"
+    assert recipe.entry.options == ("-u",)  # unbuffered output, kept in the submit script
     assert recipe.program_args[-1] == "run_name=${WORKLOAD_NAME}"
     assert recipe.dry_run == ("--dry-run", "--dry-run-out=*", "--dry-run-out")
     names = [v.name for v in recipe.variables]

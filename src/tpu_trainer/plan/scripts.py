@@ -72,7 +72,9 @@ def _step_text(step: CommandStep, plan: Plan) -> str:
         entry = plan.recipe.entry
         words = [f"{k}={pod_word(_literal(v))}" for k, v in entry.env]
         run = ["-m"] if not entry.module.endswith(".py") else []  # `python3 MaxText/train.py`
-        words += [pod_word(_literal(entry.interpreter)), *run, pod_word(_literal(entry.module))]
+        words += [pod_word(_literal(entry.interpreter))]
+        words += [pod_word(_literal(o)) for o in entry.options]
+        words += [*run, pod_word(_literal(entry.module))]
         if entry.base_config:
             words.append(pod_word(_literal(entry.base_config)))
         words.append("${" + plan.args_variable + "}")

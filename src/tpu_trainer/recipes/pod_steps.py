@@ -71,7 +71,10 @@ def entry_point(words: tuple[Word, ...]) -> EntryPoint:
     interpreter = words[i].render()
     script = None if any(w.literal == "-m" for w in words) else script_entry(words)
     i = i + 1 if script is None else script - 1  # the script stands where `-m <module>` would
+    options: list[str] = []
     while script is None and i < len(words) and words[i].literal != "-m":
+        if re.fullmatch(r"-[A-Za-z]+", words[i].literal or ""):
+            options.append(words[i].render())
         i += 1
     module = words[i + 1].render()
     i += 2
@@ -79,7 +82,7 @@ def entry_point(words: tuple[Word, ...]) -> EntryPoint:
     if i < len(words) and re.search(r"\.ya?ml$", words[i].render()):
         base = words[i].render()
         i += 1
-    return EntryPoint(tuple(env), interpreter, module, base, words[i:])
+    return EntryPoint(tuple(env), interpreter, module, base, words[i:], tuple(options))
 
 
 def framework_of(module: str) -> Framework | None:

@@ -70,6 +70,8 @@ class EntryPoint:
     module: str
     base_config: str | None
     args: tuple[Word, ...]
+    options: tuple[str, ...] = ()
+    """The interpreter's own options before ``-m`` (``-u`` in ``python3 -u -m ...``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ export ARTIFACT_DIR=${ARTIFACT_DIR} && \
 export JAX_PLATFORMS=tpu,cpu && \
 export ENABLE_PJRT_COMPATIBILITY=true && \
 set +e ; \
-python3 -m maxtext.trainers.pre_train.train maxtext/configs/base.yml ${MAXTEXT_ARGS} | \
+python3 -u -m maxtext.trainers.pre_train.train maxtext/configs/base.yml ${MAXTEXT_ARGS} | \
 tee train.log ; \
 TRAIN_EXIT_CODE=\${PIPESTATUS[0]} ; \
 if '[' -s train.log ']' ; \
