@@ -20,7 +20,7 @@ from tpu_trainer.recipes.cluster_toolkit import (
     parse_cluster_toolkit_recipe,
 )
 from tpu_trainer.recipes.read import read_recipe
-from tpu_trainer.recipes.recipe import StepKind
+from tpu_trainer.recipes.recipe import StepKind, gcluster_device_type
 from tpu_trainer.recipes.resolve import Filters, recipes_under, resolve
 
 pytestmark = pytest.mark.unit
@@ -86,6 +86,21 @@ def test_mount_build_context_and_defaults() -> None:
     assert (
         recipe.arg_value("grain_train_files") == "${DATASET_BUCKET_MOUNTED_PATH}/c4/*.arrayrecord"
     )
+
+
+@pytest.mark.parametrize(
+    ("compute", "topology", "device"),
+    [
+        ("tpu7x", "4x4x4", "tpu7x-4x4x4"),
+        ("ct6e-standard-4t", "4x4", "v6e-4x4"),
+        ("tpu7x-standard-4t", "2x2x1", "tpu7x-2x2x1"),
+        ("v6e-16", None, "v6e-16"),
+    ],
+)
+def test_the_slice_is_compute_type_with_topology(
+    compute: str, topology: str | None, device: str
+) -> None:
+    assert gcluster_device_type(compute, topology) == device
 
 
 def test_read_recipe_picks_the_reader_by_what_the_script_runs() -> None:

@@ -66,7 +66,7 @@ from tpu_trainer.recipes.cluster_toolkit import (  # noqa: E402
     parse_cluster_toolkit_recipe,
 )
 from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
-from tpu_trainer.recipes.recipe import Recipe  # noqa: E402
+from tpu_trainer.recipes.recipe import Recipe, gcluster_device_type  # noqa: E402
 from verify_runner_with_bash import check_runner_recipe, make_bin, runner_recipes  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
@@ -301,8 +301,7 @@ def bash_view(call: XpkCall) -> View:
     devices = [v for n, v in flags if n in ("--device-type", "--tpu-type")]
     compute = dict(flags).get("--compute-type")
     if not devices and compute is not None:
-        topology = dict(flags).get("--topology")
-        devices = [f"{compute}-{topology}" if topology and "-" not in compute else compute]
+        devices = [gcluster_device_type(compute, dict(flags).get("--topology"))]
     return View(
         device_type=devices[0] if devices else None,
         flags=frozenset(f for f in flags if f[0] != "--command"),

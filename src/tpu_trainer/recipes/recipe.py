@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tpu_trainer.catalog.accelerators import ACCELERATORS
 from tpu_trainer.errors import RecipeError
 from tpu_trainer.recipes.shell_words import Word
 
@@ -124,8 +125,7 @@ class Recipe:
         value = self.xpk_flag("--device-type") or self.xpk_flag("--tpu-type")
         compute = self.xpk_flag("--compute-type")
         if value is None and compute is not None:
-            topology = self.xpk_flag("--topology")
-            value = f"{compute}-{topology}" if topology and "-" not in compute else compute
+            value = gcluster_device_type(compute, self.xpk_flag("--topology"))
         if value is None:  # the reader refuses recipes without one
             raise RecipeError(f"{self.source}: no --device-type", fix="add --device-type")
         return value
@@ -146,3 +146,16 @@ class Recipe:
             if sep and k == key:
                 found = v
         return found
+
+
+def gcluster_device_type(compute: str, topology: str | None) -> str:
+    """The device type gcluster's ``--compute-type`` and ``--topology`` ask for: ``tpu7x`` and
+    ``4x4x4``, or the host machine type ``ct6e-standard-4t`` and ``4x4`` (``v6e-4x4``); a
+    compute type with its size (``v6e-16``) stands alone."""
+    for acc in ACCELERATORS.values():
+        machines = (acc.machine_type, acc.machine_type_single_chip, *acc.other_machine_types)
+        if compute in machines:
+            compute = acc.xpk_prefix
+    if topology and "-" not in compute:
+        return f"{compute}-{topology}"
+    return compute
