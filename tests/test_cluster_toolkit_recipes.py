@@ -32,6 +32,14 @@ GCS = IRONWOOD / "densemoe-671b" / "4k-bf16-tpu7x-4x8x8-gcs"
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
 
+def _verify(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tools/verify_recipes_with_bash.py`` run on ``args``."""
+    tool = str(TOOLS / "verify_recipes_with_bash.py")
+    return subprocess.run(
+        [sys.executable, tool, *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
 def _read(folder: Path) -> str:
     return (folder / "cluster_toolkit" / "run_recipe.sh").read_text(encoding="utf-8")
 
@@ -58,6 +66,12 @@ def test_reads_the_gcluster_submission_like_an_xpk_one() -> None:
     assert "PATH" not in names  # the gcluster bundle's PATH is this machine's business
     workload = recipe.variable("WORKLOAD_NAME")
     assert workload is not None and workload.computed
+
+
+def test_a_dry_run_loop_whose_array_gcluster_never_gets_is_no_dry_run() -> None:
+    text = _read(BOTH).replace('  "${DRY_RUN_ARG[@]}" \\\n', "")
+    assert '"${DRY_RUN_ARG[@]}"' not in text
+    assert parse_cluster_toolkit_recipe(text, "ct.sh").dry_run == ()
 
 
 def test_the_per_worker_log_upload_is_an_upload_step() -> None:
@@ -204,19 +218,22 @@ def test_plan_of_a_gcluster_recipe() -> None:
 
 
 def test_bash_hands_gcluster_what_the_reader_reads() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(TOOLS / "verify_recipes_with_bash.py"),
-            "--fill-exports",
-            str(IRONWOOD),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _verify("--fill-exports", str(IRONWOOD))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK gemmoe-26b/4k-bf16-tpu7x-4x4x4/cluster_toolkit/run_recipe.sh" in done.stdout
     assert "3 dry-run forms" in done.stdout
     assert "OK densemoe-671b/4k-bf16-tpu7x-4x8x8-gcs/cluster_toolkit/run_recipe.sh" in done.stdout
+
+
+def test_bash_check_catches_a_dry_run_loop_that_drops_the_file(tmp_path: Path) -> None:
+    broken = _read(BOTH).replace(
+        'DRY_RUN_ARG=("--dry-run-out" "$2")', 'DRY_RUN_ARG=("--dry-run-out")'
+    )
+    assert broken != _read(BOTH)
+    script = tmp_path / "model" / "4k-bf16-tpu7x-4x4x4" / "cluster_toolkit" / "run_recipe.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(broken, encoding="utf-8")
+    done = _verify(str(tmp_path))
+    assert done.returncode == 1
+    assert "MISMATCH" in done.stdout
+    assert "with --dry-run-out manifest.yaml: gcluster's flags changed by" in done.stdout

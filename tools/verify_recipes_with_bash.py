@@ -68,6 +68,7 @@ from tpu_trainer.recipes.cluster_toolkit import (  # noqa: E402
 from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
 from tpu_trainer.recipes.recipe import Recipe, gcluster_device_type  # noqa: E402
 from verify_runner_with_bash import check_runner_recipe, make_bin, runner_recipes  # noqa: E402
+from verify_views import Flag, View, differences  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
 TEST_USER = "test_user"
@@ -97,8 +98,6 @@ _SH_STAND_INS = {
     "date": f"echo {FIXED_DATE}",
 }
 
-Flag = tuple[str, str | None]
-
 
 class HarnessError(Exception):
     """The recipe could not be run or its xpk call could not be understood."""
@@ -108,18 +107,6 @@ class HarnessError(Exception):
 class XpkCall:
     argv: list[str]
     env: dict[str, str]
-
-
-@dataclass(frozen=True)
-class View:
-    """What one side (bash or the reader) says the recipe submits."""
-
-    device_type: str | None
-    flags: frozenset[Flag]
-    xla_flags: list[str]
-    module: str | None
-    base_config: str | None
-    program_args: list[str]
 
 
 # ---- running the recipe --------------------------------------------------------------
@@ -337,50 +324,6 @@ def reader_view(recipe: Recipe, env: dict[str, str]) -> View:
     )
 
 
-# ---- comparing ---------------------------------------------------------------------------
-
-
-def _at(items: list[str], index: int) -> str:
-    return repr(items[index]) if index < len(items) else "(missing)"
-
-
-def list_difference(label: str, reader: list[str], bash: list[str]) -> str | None:
-    if reader == bash:
-        return None
-    index = next(
-        (i for i, (r, b) in enumerate(zip(reader, bash, strict=False)) if r != b),
-        min(len(reader), len(bash)),
-    )
-    return (
-        f"{label}[{index}] reader={_at(reader, index)} bash={_at(bash, index)}"
-        f" ({len(reader)} vs {len(bash)} items)"
-    )
-
-
-def flag_difference(reader: frozenset[Flag], bash: frozenset[Flag]) -> str | None:
-    if reader == bash:
-        return None
-    only_reader = sorted(reader - bash, key=str)
-    only_bash = sorted(bash - reader, key=str)
-    return f"xpk flags: reader only {only_reader}, bash only {only_bash}"
-
-
-def differences(reader: View, bash: View) -> list[str]:
-    found = [
-        list_difference("xla_flags", reader.xla_flags, bash.xla_flags),
-        list_difference("program_args", reader.program_args, bash.program_args),
-        flag_difference(reader.flags, bash.flags),
-    ]
-    for label, r, b in (
-        ("device_type", reader.device_type, bash.device_type),
-        ("module", reader.module, bash.module),
-        ("base_config", reader.base_config, bash.base_config),
-    ):
-        if r != b:
-            found.append(f"{label} reader={r!r} bash={b!r}")
-    return [d for d in found if d is not None]
-
-
 def dry_run_forms(recipe: Recipe) -> list[tuple[tuple[str, ...], Flag]]:
     """The script arguments to try for each dry-run form the reader found, and the flag
     gcluster must then receive."""
@@ -400,7 +343,8 @@ def dry_run_differences(
     for args, flag in dry_run_forms(recipe):
         bash = bash_view(run_in_bash(script, sandbox, work, args))
         if bash.flags != plain.flags | {flag}:
-            found.append(f"with {' '.join(args)}: " + str(flag_difference(plain.flags, bash.flags)))
+            got = sorted(bash.flags ^ plain.flags, key=str)
+            found.append(f"with {' '.join(args)}: gcluster's flags changed by {got}, not {flag}")
     return found
 
 

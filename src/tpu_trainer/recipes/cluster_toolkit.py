@@ -80,6 +80,8 @@ class _ClusterToolkitReader(_Reader):
         super().__init__(blanked, source)
         self.lines = text.splitlines()
         self.expansions = True
+        self.dry_run_passed = False
+        """The submission hands gcluster the loop's array (``"${DRY_RUN_ARG[@]}"``)."""
 
     def no_submission(self) -> RecipeError:
         return RecipeError(
@@ -90,7 +92,9 @@ class _ClusterToolkitReader(_Reader):
     def statement(self, words: list[Word], line: int) -> None:
         head = words[0]
         if _is_gcluster(head):
-            self.xpk_words = [w for w in self.submission(words, line) if not self.is_dry_run(w)]
+            given = self.submission(words, line)
+            self.xpk_words = [w for w in given if not self.is_dry_run(w)]
+            self.dry_run_passed = len(self.xpk_words) < len(given)
             return
         if head.literal == "xpk":
             raise self.fail(
@@ -125,7 +129,8 @@ class _ClusterToolkitReader(_Reader):
     def read(self) -> Recipe:
         recipe = super().read()
         steps = tuple(_mark_upload(s) for s in recipe.steps)
-        return replace(recipe, steps=steps, dry_run=self.dry_run_args)
+        dry_run = self.dry_run_args if self.dry_run_passed else ()
+        return replace(recipe, steps=steps, dry_run=dry_run)
 
 
 def _is_gcluster(word: Word) -> bool:
