@@ -5,19 +5,25 @@ it: it follows quoting, line continuations and variable expansion on its own. Th
 checks that reading against the real thing. For every ``run_recipe.sh`` under a folder it
 
 1. runs the script with ``bash`` in a throw-away directory whose ``PATH`` starts with
-   stand-ins: ``xpk`` records its argv and environment and exits 0; ``pip``, ``gsutil`` and
+   stand-ins: ``xpk`` and ``gcluster`` (Cluster Toolkit recipes, ``cluster_toolkit/run_recipe.sh``)
+   record their argv and environment and exit 0; ``pip``, ``gsutil`` and
    ``gcloud`` exit 0; ``date`` prints a fixed string. ``HOME`` holds an empty
    ``.local/bin/venv/bin/activate`` so the recipe's ``source`` works, and ``USER`` is fixed.
    When the kernel allows it the run also gets a network namespace of its own
    (``unshare --net``), so nothing can reach the network even by accident;
-2. takes from the recorded argv what bash actually passed to xpk: every ``--flag[=value]``,
-   the device type, and the ``--command`` string, which it splits as the pod's shell would
+2. takes from the recorded argv what bash actually passed to xpk (``workload create``) or
+   gcluster (``job submit``): every ``--flag[=value]``, the device type (gcluster's
+   ``--compute-type`` with ``--topology``), and the ``--command`` string, which it splits as the
+   pod's shell would
    (``shlex`` in POSIX mode with operators as separate tokens) to find the value of
-   ``LIBTPU_INIT_ARGS`` and the arguments after ``python3 -m <module> <base>.yml``;
+   ``LIBTPU_INIT_ARGS`` and the arguments after ``python3 [-u] -m <module> <base>.yml``;
 3. fills the reader's symbolic ``${NAME}`` references with the values of the variables xpk
    saw exported (names it did not see, like ``${TPU_WORKER_ID}``, stay as they are) and
    compares XLA flags and program arguments (in order), the entry module and base config,
-   the device type, and the set of xpk flags other than ``--command``.
+   the device type, and the set of xpk flags other than ``--command``. A Cluster Toolkit
+   recipe whose argument loop takes ``--dry-run`` is run a second time with each dry-run form
+   the reader found (``--dry-run``, ``--dry-run-out FILE``, ``--dry-run-out=FILE``): gcluster
+   must then receive exactly the same flags plus that dry-run flag.
 
 ``<your-gcs-bucket-path>``-style placeholders are kept literal on both sides: the author means
 "fill this in", even though a real pod's shell would read the ``<`` as a redirection.
@@ -55,9 +61,14 @@ if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
 from tpu_trainer.errors import RecipeError  # noqa: E402
+from tpu_trainer.recipes.cluster_toolkit import (  # noqa: E402
+    looks_like_cluster_toolkit,
+    parse_cluster_toolkit_recipe,
+)
 from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
-from tpu_trainer.recipes.recipe import Recipe  # noqa: E402
+from tpu_trainer.recipes.recipe import Recipe, gcluster_device_type  # noqa: E402
 from verify_runner_with_bash import check_runner_recipe, make_bin, runner_recipes  # noqa: E402
+from verify_views import Flag, View, differences  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
 TEST_USER = "test_user"
@@ -78,14 +89,14 @@ import json, os, sys
 with open(os.environ["{capture}"], "a", encoding="utf-8") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
 """
+SUBMITTERS = {"xpk": ["workload", "create"], "gcluster": ["job", "submit"]}
+DRY_RUN_FILE = "manifest.yaml"
 _SH_STAND_INS = {
     "pip": "exit 0",
     "gsutil": "exit 0",
     "gcloud": "exit 0",
     "date": f"echo {FIXED_DATE}",
 }
-
-Flag = tuple[str, str | None]
 
 
 class HarnessError(Exception):
@@ -96,18 +107,6 @@ class HarnessError(Exception):
 class XpkCall:
     argv: list[str]
     env: dict[str, str]
-
-
-@dataclass(frozen=True)
-class View:
-    """What one side (bash or the reader) says the recipe submits."""
-
-    device_type: str | None
-    flags: frozenset[Flag]
-    xla_flags: list[str]
-    module: str | None
-    base_config: str | None
-    program_args: list[str]
 
 
 # ---- running the recipe --------------------------------------------------------------
@@ -128,7 +127,8 @@ def make_sandbox(root: Path, fill_exports: bool) -> Sandbox:
     bin_dir = root / "bin"
     bin_dir.mkdir()
     xpk = _XPK_STAND_IN.format(python=sys.executable, capture=CAPTURE_VAR)
-    (bin_dir / "xpk").write_text(xpk, encoding="utf-8")
+    for submitter in SUBMITTERS:
+        (bin_dir / submitter).write_text(xpk, encoding="utf-8")
     for name, body in _SH_STAND_INS.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
     for tool in bin_dir.iterdir():
@@ -160,8 +160,9 @@ def network_isolation() -> list[str]:
     return []
 
 
-def run_in_bash(script: Path, sandbox: Sandbox, work: Path) -> XpkCall:
-    """Run a copy of ``script`` with bash in ``work`` and return the one xpk call it made."""
+def run_in_bash(script: Path, sandbox: Sandbox, work: Path, args: tuple[str, ...] = ()) -> XpkCall:
+    """Run a copy of ``script`` (with ``args``) with bash in ``work`` and return the one xpk or
+    gcluster call it made."""
     copy = work / "run_recipe.sh"
     text = script.read_text(encoding="utf-8")
     if sandbox.fill_exports:
@@ -174,7 +175,8 @@ def run_in_bash(script: Path, sandbox: Sandbox, work: Path) -> XpkCall:
         "USER": TEST_USER,
         CAPTURE_VAR: str(capture),
     }
-    argv = [*sandbox.prefix, sandbox.bash, str(copy)]
+    capture.unlink(missing_ok=True)
+    argv = [*sandbox.prefix, sandbox.bash, str(copy), *args]
     with subprocess.Popen(
         argv,
         cwd=work,
@@ -199,10 +201,10 @@ def run_in_bash(script: Path, sandbox: Sandbox, work: Path) -> XpkCall:
 
 def read_capture(capture: Path) -> XpkCall:
     if not capture.exists():
-        raise HarnessError("the script never called xpk")
+        raise HarnessError("the script never called xpk nor gcluster")
     lines = capture.read_text(encoding="utf-8").splitlines()
     if len(lines) != 1:
-        raise HarnessError(f"the script called xpk {len(lines)} times")
+        raise HarnessError(f"the script called its submitter {len(lines)} times")
     record = json.loads(lines[0])
     argv, env = record.get("argv"), record.get("env")
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
@@ -221,8 +223,8 @@ def parse_xpk_argv(argv: list[str]) -> list[Flag]:
     A stray word (say, from an unquoted value that bash split) is kept as ``(word, None)`` so
     that it shows up in the comparison.
     """
-    if argv[:2] != ["workload", "create"]:
-        raise HarnessError(f"xpk called as `xpk {' '.join(argv[:2])}`")
+    if argv[:2] not in SUBMITTERS.values():
+        raise HarnessError(f"the submitter was called as `{' '.join(argv[:2])}`")
     words = argv[2:]
     flags: list[Flag] = []
     i = 0
@@ -257,11 +259,13 @@ def find_entry(tokens: list[str]) -> tuple[str, str, list[str]]:
     """Module, base config and arguments of ``python3 -m <module> <base>.yml <args...>``."""
     for i, tok in enumerate(tokens):
         window = tokens[i : i + 4]
+        if window[1:2] == ["-u"]:
+            window = [tok, *tokens[i + 2 : i + 5]]
         if len(window) == 4 and _PYTHON.fullmatch(tok) and window[1] == "-m":
             if not _YAML.search(window[3]):
                 continue
             args: list[str] = []
-            for arg in tokens[i + 4 :]:
+            for arg in tokens[i + 4 + (tokens[i + 1] == "-u") :]:
                 if is_operator(arg):
                     break
                 args.append(arg)
@@ -282,6 +286,9 @@ def bash_view(call: XpkCall) -> View:
             break
     module, base, args = find_entry(tokens)
     devices = [v for n, v in flags if n in ("--device-type", "--tpu-type")]
+    compute = dict(flags).get("--compute-type")
+    if not devices and compute is not None:
+        devices = [gcluster_device_type(compute, dict(flags).get("--topology"))]
     return View(
         device_type=devices[0] if devices else None,
         flags=frozenset(f for f in flags if f[0] != "--command"),
@@ -317,48 +324,28 @@ def reader_view(recipe: Recipe, env: dict[str, str]) -> View:
     )
 
 
-# ---- comparing ---------------------------------------------------------------------------
+def dry_run_forms(recipe: Recipe) -> list[tuple[tuple[str, ...], Flag]]:
+    """The script arguments to try for each dry-run form the reader found, and the flag
+    gcluster must then receive."""
+    forms = {
+        "--dry-run": (("--dry-run",), ("--dry-run", None)),
+        "--dry-run-out": (("--dry-run-out", DRY_RUN_FILE), ("--dry-run-out", DRY_RUN_FILE)),
+        "--dry-run-out=*": ((f"--dry-run-out={DRY_RUN_FILE}",), ("--dry-run-out", DRY_RUN_FILE)),
+    }
+    return [forms[d] for d in recipe.dry_run if d in forms]
 
 
-def _at(items: list[str], index: int) -> str:
-    return repr(items[index]) if index < len(items) else "(missing)"
-
-
-def list_difference(label: str, reader: list[str], bash: list[str]) -> str | None:
-    if reader == bash:
-        return None
-    index = next(
-        (i for i, (r, b) in enumerate(zip(reader, bash, strict=False)) if r != b),
-        min(len(reader), len(bash)),
-    )
-    return (
-        f"{label}[{index}] reader={_at(reader, index)} bash={_at(bash, index)}"
-        f" ({len(reader)} vs {len(bash)} items)"
-    )
-
-
-def flag_difference(reader: frozenset[Flag], bash: frozenset[Flag]) -> str | None:
-    if reader == bash:
-        return None
-    only_reader = sorted(reader - bash, key=str)
-    only_bash = sorted(bash - reader, key=str)
-    return f"xpk flags: reader only {only_reader}, bash only {only_bash}"
-
-
-def differences(reader: View, bash: View) -> list[str]:
-    found = [
-        list_difference("xla_flags", reader.xla_flags, bash.xla_flags),
-        list_difference("program_args", reader.program_args, bash.program_args),
-        flag_difference(reader.flags, bash.flags),
-    ]
-    for label, r, b in (
-        ("device_type", reader.device_type, bash.device_type),
-        ("module", reader.module, bash.module),
-        ("base_config", reader.base_config, bash.base_config),
-    ):
-        if r != b:
-            found.append(f"{label} reader={r!r} bash={b!r}")
-    return [d for d in found if d is not None]
+def dry_run_differences(
+    script: Path, recipe: Recipe, sandbox: Sandbox, work: Path, plain: View
+) -> list[str]:
+    """Run the script again with each dry-run form: gcluster gets the same flags plus it."""
+    found: list[str] = []
+    for args, flag in dry_run_forms(recipe):
+        bash = bash_view(run_in_bash(script, sandbox, work, args))
+        if bash.flags != plain.flags | {flag}:
+            got = sorted(bash.flags ^ plain.flags, key=str)
+            found.append(f"with {' '.join(args)}: gcluster's flags changed by {got}, not {flag}")
+    return found
 
 
 def check_recipe(script: Path, shown: str, sandbox: Sandbox, work: Path) -> tuple[bool, str]:
@@ -368,14 +355,24 @@ def check_recipe(script: Path, shown: str, sandbox: Sandbox, work: Path) -> tupl
         bash = bash_view(call)
     except (HarnessError, OSError, ValueError) as e:
         return False, f"ERROR {shown}: could not run under bash: {e}"
+    text = script.read_text(encoding="utf-8")
+    parse = parse_cluster_toolkit_recipe if looks_like_cluster_toolkit(text) else parse_recipe
     try:
-        recipe = parse_recipe(script.read_text(encoding="utf-8"), shown)
+        recipe = parse(text, shown)
     except RecipeError as e:
         return False, f"MISMATCH {shown}: the reader refused it: {e}"
     found = differences(reader_view(recipe, call.env), bash)
+    try:
+        found += dry_run_differences(script, recipe, sandbox, work, bash)
+    except (HarnessError, OSError, ValueError) as e:
+        return False, f"ERROR {shown}: could not run under bash with a dry-run argument: {e}"
     if found:
         return False, f"MISMATCH {shown}: " + "; ".join(found)
-    return True, f"OK {shown} ({len(bash.xla_flags)} XLA flags, {len(bash.program_args)} args)"
+    tried = len(dry_run_forms(recipe))
+    extra = f", {tried} dry-run forms" if tried else ""
+    return True, (
+        f"OK {shown} ({len(bash.xla_flags)} XLA flags, {len(bash.program_args)} args{extra})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

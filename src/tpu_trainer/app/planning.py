@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.config.load import load_config
@@ -43,7 +43,10 @@ def plan_request(request: Request, opts: PlanOptions) -> Plan:
 
 def plan_with_config(request: Request, config: Config, opts: PlanOptions) -> Plan:
     """Like :func:`plan_request`, with a configuration already in hand."""
-    ref = resolve(request.text, config.tpu_recipes_path, request.filters)
+    filters = request.filters
+    if filters.submitter is None and config.submitter is not None:
+        filters = replace(filters, submitter=config.submitter)
+    ref = resolve(request.text, config.tpu_recipes_path, filters)
     recipe = read_recipe(ref, dict(opts.variables))
     return build_plan(
         model=ref.model,

@@ -31,6 +31,14 @@ VariantOpt = Annotated[
     str | None,
     typer.Option("--variant", help="e.g. gcs, lustre, or plain for none (for a model name)."),
 ]
+SubmitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--submitter",
+        help="xpk or gcluster: read the recipe folder's xpk/ or cluster_toolkit/ variant "
+        "(default: the configuration's `submitter`, else the one the folder has; xpk if both).",
+    ),
+]
 RequestArg = Annotated[
     str,
     typer.Argument(

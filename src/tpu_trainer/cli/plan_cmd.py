@@ -15,6 +15,7 @@ from tpu_trainer.cli.common import (
     PrecisionOpt,
     RequestArg,
     SeqOpt,
+    SubmitterOpt,
     TopologyOpt,
     VariantOpt,
 )
@@ -119,6 +120,7 @@ def plan(
     topology: TopologyOpt = None,
     seq: SeqOpt = None,
     variant: VariantOpt = None,
+    submitter: SubmitterOpt = None,
     sets: SetOpt = None,
     vars_: VarOpt = None,
     no_profiler: NoProfilerOpt = False,
@@ -137,7 +139,7 @@ def plan(
     from tpu_trainer.recipes.resolve import Filters
 
     p = plan_request(
-        Request(request, Filters(precision, topology, seq, variant), config),
+        Request(request, Filters(precision, topology, seq, variant, submitter), config),
         with_args(
             _options(
                 sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone
@@ -165,6 +167,7 @@ def scripts(
     topology: TopologyOpt = None,
     seq: SeqOpt = None,
     variant: VariantOpt = None,
+    submitter: SubmitterOpt = None,
     sets: SetOpt = None,
     vars_: VarOpt = None,
     no_profiler: NoProfilerOpt = False,
@@ -185,7 +188,12 @@ def scripts(
     from tpu_trainer.recipes.resolve import Filters
 
     p: Plan = plan_request(
-        Request(request, Filters(precision, topology, seq, variant), config, require_config=True),
+        Request(
+            request,
+            Filters(precision, topology, seq, variant, submitter),
+            config,
+            require_config=True,
+        ),
         with_args(
             _options(
                 sets, vars_, no_profiler, profiler_steps, profiler_skip, priority, num_slices, zone

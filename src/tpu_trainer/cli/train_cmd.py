@@ -20,6 +20,7 @@ from tpu_trainer.cli.common import (
     RequestArg,
     ScaleDownOpt,
     SeqOpt,
+    SubmitterOpt,
     TopologyOpt,
     VariantOpt,
 )
@@ -55,6 +56,7 @@ def train(
     topology: TopologyOpt = None,
     seq: SeqOpt = None,
     variant: VariantOpt = None,
+    submitter: SubmitterOpt = None,
     sets: plan_cmd.SetOpt = None,
     vars_: plan_cmd.VarOpt = None,
     no_profiler: plan_cmd.NoProfilerOpt = False,
@@ -95,7 +97,7 @@ def train(
         maxtext_version,
         skip_check,
     )
-    req = Request(request, Filters(precision, topology, seq, variant), config)
+    req = Request(request, Filters(precision, topology, seq, variant, submitter), config)
     if rehearse is not None and (backend is Backend.LOCAL or scale_down):
         raise InputError(
             "--rehearse rehearses a run on GKE; --backend local and --scale-down run here",
@@ -124,6 +126,7 @@ def train(
         preflight_gate(plan, request)
     label = request + (f" --rehearse {rehearse}" if rehearse else "")
     path = (backend or Backend.GKE).launch_path
+    refuse_gcluster_run(plan, path)
     if path is LaunchPath.TPU_VM:
         vm_outcome = _train_on_tpu_vm(setup, plan, label, lang, poll)
         if report_to_recipe:
@@ -202,6 +205,21 @@ def preflight_gate(plan: Plan, request: str) -> None:
         fix=f"apply the fixes above (all checks: `tpu-trainer check {request}`), "
         "or pass --skip-check NAME (one check) or --skip-checks (all) to submit anyway",
     )
+
+
+def refuse_gcluster_run(plan: Plan, path: LaunchPath) -> None:
+    """A Cluster Toolkit recipe runs on GKE through xpk only for now: following, rehearsing and
+    tearing down a gcluster submission are not there yet."""
+    from tpu_trainer.errors import InputError
+
+    if path is LaunchPath.XPK and plan.recipe.submitter == "gcluster":
+        raise InputError(
+            f"{plan.recipe_script} submits with gcluster, and `train` follows, rehearses and "
+            "tears down GKE runs submitted through xpk only",
+            fix="pass --submitter xpk where the folder has an xpk/ variant, or write the "
+            "gcluster scripts with `tpu-trainer scripts REQUEST --submitter gcluster` and run "
+            "submit_<model>.sh yourself",
+        )
 
 
 def _warn_resumability(warned: Sequence[Finding]) -> None:

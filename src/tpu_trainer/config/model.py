@@ -70,6 +70,9 @@ class Config:
     libtpu_version: str | None = None
     machine_type: str | None = None
     """GKE machine type override (e.g. tpu7x-ultranet-4t); otherwise the family's standard one."""
+    submitter: str | None = None
+    """Which variant of a recipe folder holding both to read: ``xpk`` (``xpk/run_recipe.sh``) or
+    ``gcluster`` (``cluster_toolkit/run_recipe.sh``); unset: the one the folder has, xpk if both."""
     prices: Mapping[str, ChipPrice] = field(default_factory=dict)
     """Chip-hour price overrides by TPU family (``prices:``; see ``config/prices.py``)."""
     sources: Mapping[str, Source] = field(default_factory=dict)
@@ -165,6 +168,13 @@ KEYS: tuple[_Key, ...] = (
         "GKE machine type override",
         re.compile(r"^[a-z0-9-]+$"),
         "tpu7x-ultranet-4t",
+    ),
+    _Key(
+        "submitter",
+        False,
+        "recipe variant to read where a folder has both (xpk or gcluster)",
+        re.compile(r"^(?:xpk|gcluster)$"),
+        "xpk",
     ),
 )
 KEY_NAMES = tuple(k.name for k in KEYS)

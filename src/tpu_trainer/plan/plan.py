@@ -11,7 +11,13 @@ from tpu_trainer.catalog.accelerators import Family, Precision
 from tpu_trainer.config.model import Config, Source
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.arg_options import CheckOptions, unset_words
-from tpu_trainer.plan.naming import submit_script_name, workload_name, workload_prefix
+from tpu_trainer.plan.naming import (
+    GCLUSTER_NAME_MAX,
+    WORKLOAD_NAME_MAX,
+    submit_script_name,
+    workload_name,
+    workload_prefix,
+)
 from tpu_trainer.plan.plan_values import Finding, Level, Variable
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.plan.submit_values import (
@@ -21,6 +27,7 @@ from tpu_trainer.plan.submit_values import (
     is_secret_name,
     recipe_references,
 )
+from tpu_trainer.recipes.cluster_toolkit import gcluster_fixed
 from tpu_trainer.recipes.folder import RecipeFolder
 from tpu_trainer.recipes.recipe import Framework, Recipe
 from tpu_trainer.recipes.shell_words import Lit, Placeholder, Ref, Word
@@ -168,8 +175,10 @@ class Plan:
         return replace(self, variables=tuple(out))
 
     def xpk_argv(self, command: str) -> list[str]:
-        """The ``xpk workload create`` argv the submit script runs, values expanded."""
-        argv = ["xpk", "workload", "create"]
+        """The ``xpk workload create`` (or ``gcluster job submit``) argv the submit script runs,
+        values expanded."""
+        gcluster = self.recipe.submitter == "gcluster"
+        argv = ["gcluster", "job", "submit"] if gcluster else ["xpk", "workload", "create"]
         for name, value in self.xpk_flags:
             if name == "--command":
                 argv.append(f"--command={command}")
@@ -330,6 +339,8 @@ def _xpk_flags(
         "--device-type": slice_.device_type,
         "--tpu-type": slice_.device_type,
     }
+    if recipe.submitter == "gcluster":
+        fixed = gcluster_fixed(fixed)
     if opts.priority:
         fixed["--priority"] = opts.priority
     out: list[tuple[str, str | None]] = []
@@ -339,6 +350,8 @@ def _xpk_flags(
             value = "<generated>"
         out.append((flag.name, value))
     present = {name for name, _ in out}
+    if recipe.submitter == "gcluster":
+        return tuple(out)
     for name, default in (
         ("--priority", opts.priority or "very-high"),
         ("--max-restarts", "0"),
@@ -411,7 +424,8 @@ def build_plan(
         )
     findings += _folder_findings(folder, slice_)
     num_slices = opts.num_slices or recipe.num_slices
-    name = workload_name(opts.user, model, opts.now)
+    limit = GCLUSTER_NAME_MAX if recipe.submitter == "gcluster" else WORKLOAD_NAME_MAX
+    name = workload_name(opts.user, model, opts.now, limit)
     variables = _variables(recipe, config, opts, name, findings)
     words, changes = _program_args(recipe, opts, findings)
     findings += check_references(variables, recipe, list(words))
@@ -438,7 +452,7 @@ def build_plan(
         precision=_precision(folder, recipe),
         config=config,
         workload_name=name,
-        workload_prefix=workload_prefix(opts.user, model),
+        workload_prefix=workload_prefix(opts.user, model, limit),
         variables=variables,
         xla_flags=recipe.xla_flags,
         program_args=words,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tpu_trainer import __version__
 from tpu_trainer.errors import InputError
-from tpu_trainer.plan.naming import TIMESTAMP_FORMAT, WORKLOAD_NAME_MAX
+from tpu_trainer.plan.naming import GCLUSTER_NAME_MAX, TIMESTAMP_FORMAT, WORKLOAD_NAME_MAX
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.submit_values import is_secret_name
 from tpu_trainer.recipes.recipe import CommandStep, StepKind
@@ -72,7 +72,9 @@ def _step_text(step: CommandStep, plan: Plan) -> str:
         entry = plan.recipe.entry
         words = [f"{k}={pod_word(_literal(v))}" for k, v in entry.env]
         run = ["-m"] if not entry.module.endswith(".py") else []  # `python3 MaxText/train.py`
-        words += [pod_word(_literal(entry.interpreter)), *run, pod_word(_literal(entry.module))]
+        words += [pod_word(_literal(entry.interpreter))]
+        words += [pod_word(_literal(o)) for o in entry.options]
+        words += [*run, pod_word(_literal(entry.module))]
         if entry.base_config:
             words.append(pod_word(_literal(entry.base_config)))
         words.append("${" + plan.args_variable + "}")
@@ -143,10 +145,19 @@ def _header(plan: Plan, purpose: str) -> list[str]:
     ]
 
 
+def _submitter(plan: Plan) -> tuple[str, str, int]:
+    """The submit command, the tool's name for messages and its longest workload name."""
+    if plan.recipe.submitter == "gcluster":
+        return "gcluster job submit", "gcluster (Cluster Toolkit)", GCLUSTER_NAME_MAX
+    return "xpk workload create", "xpk", WORKLOAD_NAME_MAX
+
+
 def render_submit(plan: Plan) -> str:
-    """``submit_<model>.sh``: exports, XLA flags, program arguments, ``xpk workload create``."""
+    """``submit_<model>.sh``: exports, XLA flags, program arguments, ``xpk workload create``
+    (``gcluster job submit`` for a Cluster Toolkit recipe)."""
     _check_flags(plan)
-    lines = _header(plan, f"Submits {plan.model} to GKE through xpk.")
+    command, tool, _ = _submitter(plan)
+    lines = _header(plan, f"Submits {plan.model} to GKE through {tool}.")
     for var in plan.variables:
         if var.name == "WORKLOAD_NAME":
             lines += _workload_name_lines(plan)
@@ -161,7 +172,7 @@ def render_submit(plan: Plan) -> str:
     )
     lines.append(f'{plan.args_variable}="{program_args_body(plan)}"')
     lines.append("")
-    lines.append("xpk workload create \\")
+    lines.append(f"{command} \\")
     flag_lines = []
     for name, value in plan.xpk_flags:
         if name == "--command":
@@ -176,14 +187,16 @@ def render_submit(plan: Plan) -> str:
 
 def _workload_name_lines(plan: Plan) -> list[str]:
     date = TIMESTAMP_FORMAT.replace("%", "%")
+    _, tool, limit = _submitter(plan)
+    tool = tool.split()[0]
     return [
-        "# A name xpk accepts: [a-z]([-a-z0-9]*[a-z0-9])?, at most 40 characters.",
+        f"# A name {tool} accepts: [a-z]([-a-z0-9]*[a-z0-9])?, at most {limit} characters.",
         f'WORKLOAD_NAME="${{WORKLOAD_NAME:-{plan.workload_prefix}-$(date +{date})}}"',
         "export WORKLOAD_NAME",
-        f'if (( ${{#WORKLOAD_NAME}} > {WORKLOAD_NAME_MAX} )) || [[ "${{WORKLOAD_NAME}}" == *--* ]] \\',
+        f'if (( ${{#WORKLOAD_NAME}} > {limit} )) || [[ "${{WORKLOAD_NAME}}" == *--* ]] \\',
         '    || ! [[ "${WORKLOAD_NAME}" =~ ^[a-z]([-a-z0-9]*[a-z0-9])?$ ]]; then',
-        '  echo "WORKLOAD_NAME=${WORKLOAD_NAME} is not a valid xpk workload name:" \\',
-        f'    "use lower-case letters, digits and single hyphens, at most {WORKLOAD_NAME_MAX} '
+        f'  echo "WORKLOAD_NAME=${{WORKLOAD_NAME}} is not a valid {tool} workload name:" \\',
+        f'    "use lower-case letters, digits and single hyphens, at most {limit} '
         'characters, starting with a letter." >&2',
         "  exit 2",
         "fi",

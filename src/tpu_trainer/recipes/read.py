@@ -29,9 +29,15 @@ def read_recipe(ref: RecipeRef, variables: Mapping[str, str] | None = None) -> R
     script or README running ``benchmarks.benchmark_runner``); ``variables`` are the ``--var``
     values (``MAXTEXT_REVISION`` picks another MaxText revision than the recipe's pin)."""
     from tpu_trainer.recipes.benchmark_recipe import benchmark_recipe
+    from tpu_trainer.recipes.cluster_toolkit import (
+        looks_like_cluster_toolkit,
+        parse_cluster_toolkit_recipe,
+    )
     from tpu_trainer.recipes.reader import parse_recipe
 
     text = read_recipe_file(ref)
     if ref.script.name != RECIPE_FILE and mentions_runner(text):
         return benchmark_recipe(ref.script, text, variables)
+    if looks_like_cluster_toolkit(text):
+        return parse_cluster_toolkit_recipe(text, str(ref.script))
     return parse_recipe(text, str(ref.script))

@@ -11,6 +11,11 @@ import re
 from dataclasses import dataclass
 
 from tpu_trainer.errors import RecipeError
+from tpu_trainer.recipes.pod_steps import assignment as _assignment
+from tpu_trainer.recipes.pod_steps import entry_point as _entry_point
+from tpu_trainer.recipes.pod_steps import framework_of as _framework
+from tpu_trainer.recipes.pod_steps import step_kind as _step_kind
+from tpu_trainer.recipes.pod_steps import xla_flags_of as _xla_flags
 from tpu_trainer.recipes.recipe import (
     CommandStep,
     EntryPoint,
@@ -28,7 +33,6 @@ from tpu_trainer.recipes.shell_words import (
     Lit,
     Op,
     Placeholder,
-    Quote,
     Ref,
     ShellSyntaxError,
     Token,
@@ -54,7 +58,6 @@ def _special_message(name: str) -> str:
 
 
 _TOOL_COMPUTED = frozenset({"WORKLOAD_NAME"})
-_UPLOADERS = (("gsutil",), ("gcloud", "storage"))
 
 
 @dataclass
@@ -73,6 +76,8 @@ class _Reader:
         self.variables: list[RecipeVariable] = []
         self.shell_options: list[str] = []
         self.xpk_words: list[Word] | None = None
+        self.expansions = False
+        """Accept ``${A:-default}`` and ``${A[@]}`` (Cluster Toolkit recipes use them)."""
 
     def fail(self, message: str, line: int, fix: str = "") -> RecipeError:
         shown = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
@@ -86,18 +91,21 @@ class _Reader:
     # ---- top level ----------------------------------------------------------
     def read(self) -> Recipe:
         try:
-            tokens = tokenize(self.text)
+            tokens = tokenize(self.text, expansions=self.expansions)
         except ShellSyntaxError as e:
             raise self.fail(str(e), e.line) from None
         for words, line in self.statements(tokens):
             self.statement(words, line)
         if self.xpk_words is None:
-            raise RecipeError(
-                f"{self.source}: no `xpk workload create` command found",
-                fix="is this a tpu-recipes run_recipe.sh? The tool reads recipes that submit "
-                "with `xpk workload create ... --command=...`",
-            )
+            raise self.no_submission()
         return self.build(self.xpk_words)
+
+    def no_submission(self) -> RecipeError:
+        return RecipeError(
+            f"{self.source}: no `xpk workload create` command found",
+            fix="is this a tpu-recipes run_recipe.sh? The tool reads recipes that submit "
+            "with `xpk workload create ... --command=...`",
+        )
 
     def statements(self, tokens: list[Token]) -> list[tuple[list[Word], int]]:
         out: list[tuple[list[Word], int]] = []
@@ -161,18 +169,23 @@ class _Reader:
             self.shell_options.append(" ".join(w.render() for w in words[1:]))
             return
         if head == "xpk":
-            sub = [w.literal for w in words[1:3]]
-            if sub != ["workload", "create"]:
-                raise self.fail(
-                    f"`xpk {' '.join(s or '?' for s in sub)}` is not supported",
-                    line,
-                    fix="the recipe must submit with `xpk workload create`",
-                )
-            if self.xpk_words is not None:
-                raise self.fail("a second `xpk workload create`", line, fix="keep one submission")
-            self.xpk_words = words[3:]
+            self.xpk_words = self.submission(words, line)
             return
         raise self.fail(f"unsupported command `{words[0].render()}`", line)
+
+    def submission(self, words: list[Word], line: int) -> list[Word]:
+        """The flags of the one ``xpk workload create`` (``gcluster job submit``) command."""
+        tool, *expected = self.submit_command.split()
+        sub = [w.literal for w in words[1:3]]
+        if sub != expected:
+            raise self.fail(
+                f"`{tool} {' '.join(s or '?' for s in sub)}` is not supported",
+                line,
+                fix=f"the recipe must submit with `{self.submit_command}`",
+            )
+        if self.xpk_words is not None:
+            raise self.fail(f"a second `{self.submit_command}`", line, fix="keep one submission")
+        return words[3:]
 
     def assign(self, word: Word, exported: bool) -> None:
         split = _assignment(word)
@@ -181,7 +194,9 @@ class _Reader:
                 return  # `export NAME` with no value
             raise self.fail(f"`{word.render()}` is not an assignment", word.line)
         name, value = split
-        computed = any(isinstance(p, CmdSub) for p in value.parts)
+        computed = any(
+            isinstance(p, CmdSub) or (isinstance(p, Var) and "$(" in p.pattern) for p in value.parts
+        )
         if computed and not (exported and name in _TOOL_COMPUTED):
             raise self.fail(
                 f"command substitution in {name} is not supported: the tool never runs "
@@ -234,7 +249,7 @@ class _Reader:
             w = words[i]
             expanded = self.expand(w)
             if not expanded.startswith("--"):
-                raise self.fail(f"unexpected xpk argument `{w.render()}`", w.line)
+                raise self.fail(f"unexpected {self.submitter} argument `{w.render()}`", w.line)
             name, eq, value = expanded.partition("=")
             if not eq and i + 1 < len(words) and not self.expand(words[i + 1]).startswith("--"):
                 value = self.expand(words[i + 1])
@@ -245,10 +260,9 @@ class _Reader:
                 command = (value, w.line)
             flags.append(XpkFlag(name, _display(value) if eq else None, w.line))
             i += 1
-        if not any(f.name in ("--device-type", "--tpu-type") for f in flags):
-            raise self.fail("xpk workload create has no --device-type or --tpu-type", words[0].line)
+        self.check_flags(flags, words[0].line)
         if command is None:
-            raise self.fail("xpk workload create has no --command", words[0].line)
+            raise self.fail(f"{self.submit_command} has no --command", words[0].line)
         steps = self.pod_steps(*command)
         entry_index = next((k for k, s in enumerate(steps) if s.kind is StepKind.ENTRY), None)
         if entry_index is None:
@@ -272,7 +286,15 @@ class _Reader:
             args_variable=self.args_variable(framework),
             placeholders=self.placeholders(entry),
             shell_options=tuple(self.shell_options),
+            submitter=self.submitter,
         )
+
+    submitter = "xpk"
+    submit_command = "xpk workload create"
+
+    def check_flags(self, flags: list[XpkFlag], line: int) -> None:
+        if not any(f.name in ("--device-type", "--tpu-type") for f in flags):
+            raise self.fail("xpk workload create has no --device-type or --tpu-type", line)
 
     def check_inlined(self, word: Word) -> None:
         """Refuse argument and flag variables whose text would be shell syntax in the pod's
@@ -311,7 +333,7 @@ class _Reader:
 
     def pod_steps(self, command: str, line: int) -> tuple[CommandStep, ...]:
         try:
-            tokens = tokenize(command, line)
+            tokens = tokenize(command, line, expansions=self.expansions)
             commands = split_commands(tokens, frozenset({"&&", "|", ";", "\n", "||"}))
         except ShellSyntaxError as e:
             raise self.fail(f"in --command: {e}", line) from None
@@ -355,96 +377,8 @@ class _Reader:
         return tuple(found)
 
 
-def _assignment(word: Word) -> tuple[str, Word] | None:
-    first = word.parts[0] if word.parts else None
-    if not isinstance(first, Lit) or first.quote is not Quote.NONE:
-        return None
-    m = _ASSIGN.match(first.text)
-    if m is None:
-        return None
-    rest = first.text[m.end() :]
-    parts = ((Lit(rest),) if rest else ()) + word.parts[1:]
-    return m.group(1), Word(parts, word.line)
-
-
 def _display(expanded: str) -> str:
     return expanded.replace(REF_OPEN, "${").replace(REF_CLOSE, "}")
-
-
-def _is_python(word: Word) -> bool:
-    text = word.literal or ""
-    return re.fullmatch(r"(?:.*/)?python3?(?:\.\d+)?", text) is not None
-
-
-def _step_kind(words: list[Word], previous_separator: str) -> StepKind:
-    head = words[0].literal or ""
-    if any(_is_python(w) for w in words[:4]) and (
-        any(w.literal == "-m" for w in words) or _script_entry(words) is not None
-    ):
-        return StepKind.ENTRY
-    if head == "tee" and previous_separator == "|":
-        return StepKind.TEE
-    if head == "set":
-        return StepKind.SHELL_OPTION
-    if head == "export":
-        return StepKind.EXPORT
-    if head == "echo":
-        return StepKind.ECHO
-    lits = tuple(w.literal for w in words[:2])
-    if any(lits[: len(u)] == u for u in _UPLOADERS) and any(w.literal == "cp" for w in words):
-        return StepKind.UPLOAD
-    return StepKind.SETUP
-
-
-def _script_entry(words: list[Word] | tuple[Word, ...]) -> int | None:
-    """Index of ``MaxText/train.py`` in ``python3 MaxText/train.py`` (older MaxText, no -m)."""
-    for i, word in enumerate(words[:-1]):
-        program = words[i + 1].literal or ""
-        if _is_python(word) and program.endswith("/train.py") and _framework(program):
-            return i + 1
-    return None
-
-
-def _entry_point(words: tuple[Word, ...]) -> EntryPoint:
-    env: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words) and not _is_python(words[i]):
-        split = _assignment(words[i])
-        if split is not None:
-            env.append((split[0], split[1].render()))
-        i += 1
-    interpreter = words[i].render()
-    script = None if any(w.literal == "-m" for w in words) else _script_entry(words)
-    i = i + 1 if script is None else script - 1  # the script stands where `-m <module>` would
-    while script is None and i < len(words) and words[i].literal != "-m":
-        i += 1
-    module = words[i + 1].render()
-    i += 2
-    base = None
-    if i < len(words) and re.search(r"\.ya?ml$", words[i].render()):
-        base = words[i].render()
-        i += 1
-    return EntryPoint(tuple(env), interpreter, module, base, words[i:])
-
-
-def _framework(module: str) -> Framework | None:
-    lowered = module.lower()
-    if "maxdiffusion" in lowered:
-        return Framework.MAXDIFFUSION
-    if "maxtext" in lowered:
-        return Framework.MAXTEXT
-    return None
-
-
-def _xla_flags(steps: tuple[CommandStep, ...]) -> tuple[str, ...]:
-    for step in steps:
-        if step.kind not in (StepKind.EXPORT, StepKind.ENTRY):
-            continue
-        for word in step.words:
-            split = _assignment(word)
-            if split is not None and split[0] == "LIBTPU_INIT_ARGS":
-                return tuple(split[1].render().split())
-    return ()
 
 
 def parse_recipe(text: str, source: str = "run_recipe.sh") -> Recipe:

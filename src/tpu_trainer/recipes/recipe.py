@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tpu_trainer.catalog.accelerators import ACCELERATORS
 from tpu_trainer.errors import RecipeError
 from tpu_trainer.recipes.shell_words import Word
 
@@ -70,6 +71,8 @@ class EntryPoint:
     module: str
     base_config: str | None
     args: tuple[Word, ...]
+    options: tuple[str, ...] = ()
+    """The interpreter's own options before ``-m`` (``-u`` in ``python3 -u -m ...``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,12 @@ class Recipe:
     """Name of the variable that held the program arguments (``MAXTEXT_ARGS``)."""
     placeholders: tuple[Placeholding, ...]
     shell_options: tuple[str, ...]
+    submitter: str = "xpk"
+    """The tool the script submits with: ``xpk`` (``xpk workload create``) or ``gcluster``
+    (``gcluster job submit``); ``xpk_flags`` holds that tool's flags."""
+    dry_run: tuple[str, ...] = ()
+    """The script's own dry-run arguments it hands the submitter (``--dry-run``,
+    ``--dry-run-out FILE``); empty when it takes none."""
 
     @property
     def program_args(self) -> tuple[str, ...]:
@@ -114,6 +123,9 @@ class Recipe:
     @property
     def device_type(self) -> str:
         value = self.xpk_flag("--device-type") or self.xpk_flag("--tpu-type")
+        compute = self.xpk_flag("--compute-type")
+        if value is None and compute is not None:
+            value = gcluster_device_type(compute, self.xpk_flag("--topology"))
         if value is None:  # the reader refuses recipes without one
             raise RecipeError(f"{self.source}: no --device-type", fix="add --device-type")
         return value
@@ -134,3 +146,16 @@ class Recipe:
             if sep and k == key:
                 found = v
         return found
+
+
+def gcluster_device_type(compute: str, topology: str | None) -> str:
+    """The device type gcluster's ``--compute-type`` and ``--topology`` ask for: ``tpu7x`` and
+    ``4x4x4``, or the host machine type ``ct6e-standard-4t`` and ``4x4`` (``v6e-4x4``); a
+    compute type with its size (``v6e-16``) stands alone."""
+    for acc in ACCELERATORS.values():
+        machines = (acc.machine_type, acc.machine_type_single_chip, *acc.other_machine_types)
+        if compute in machines:
+            compute = acc.xpk_prefix
+    if topology and "-" not in compute:
+        return f"{compute}-{topology}"
+    return compute

@@ -19,6 +19,11 @@ README = "README.md"
 TRAINING = "training"
 PLAIN_VARIANT = "plain"
 """``--variant plain``: the recipe without a storage or other suffix."""
+SUBMITTER_FOLDERS = {"xpk": "xpk", "gcluster": "cluster_toolkit"}
+"""The folder each submitter's variant of a recipe lives in (``<config>/xpk/run_recipe.sh``,
+``<config>/cluster_toolkit/run_recipe.sh``)."""
+DEFAULT_SUBMITTER = "xpk"
+"""The variant taken when a folder has both and neither the command nor the configuration says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,8 @@ class Filters:
     topology: str | None = None
     seq: str | None = None
     variant: str | None = None
+    submitter: str | None = None
+    """``xpk`` or ``gcluster``: which variant of a recipe folder holding both to read."""
 
     def matches(self, parsed: RecipeFolder | None) -> bool:
         if parsed is None:
@@ -61,7 +68,7 @@ class Filters:
 
 def _ref_for_script(script: Path) -> RecipeRef:
     folder = script.parent
-    config_dir = folder.parent if folder.name == "xpk" else folder
+    config_dir = folder.parent if folder.name in SUBMITTER_FOLDERS.values() else folder
     model_dir = config_dir.parent
     if script.name != RECIPE_FILE and model_dir.parent.name == TRAINING:
         model_dir = (
@@ -93,11 +100,32 @@ def _runner_recipes_in(folder: Path) -> list[Path]:
     return scripts or ([readme] if is_runner_recipe(readme) else [])
 
 
-def _script_in(folder: Path) -> Path | None:
-    for candidate in (folder / RECIPE_FILE, folder / "xpk" / RECIPE_FILE):
-        if candidate.is_file():
-            return candidate
-    return None
+def _variants(folder: Path) -> dict[str, Path]:
+    """The submitters whose variant the folder holds, with their scripts."""
+    found = {
+        name: folder / sub / RECIPE_FILE
+        for name, sub in SUBMITTER_FOLDERS.items()
+        if (folder / sub / RECIPE_FILE).is_file()
+    }
+    return dict(sorted(found.items(), key=lambda kv: kv[0] != DEFAULT_SUBMITTER))
+
+
+def _script_in(folder: Path, submitter: str | None = None) -> Path | None:
+    if (folder / RECIPE_FILE).is_file():
+        return folder / RECIPE_FILE
+    variants = _variants(folder)
+    if not variants:
+        return None
+    if submitter is None:
+        return next(iter(variants.values()))
+    if submitter not in variants:
+        raise InputError(
+            f"{folder} has no {submitter} variant ({SUBMITTER_FOLDERS.get(submitter, submitter)}"
+            f"/{RECIPE_FILE}); it has: {', '.join(variants)}",
+            fix=f"pass --submitter {next(iter(variants))}, or set `submitter:` in the "
+            "configuration to a variant the folder has",
+        )
+    return variants[submitter]
 
 
 def _describe(refs: list[RecipeRef], base: Path) -> str:
@@ -111,13 +139,29 @@ def _describe(refs: list[RecipeRef], base: Path) -> str:
     return "\n".join(lines)
 
 
-def recipes_under(root: Path) -> list[RecipeRef]:
-    """Every recipe below ``root``, sorted by path."""
-    return [_ref_for_script(p) for p in sorted(root.rglob(RECIPE_FILE))]
+def recipes_under(root: Path, submitter: str | None = None) -> list[RecipeRef]:
+    """Every recipe below ``root``, sorted by path: one per recipe folder, the ``submitter``'s
+    variant where a folder has several (xpk when none is asked; folders without the asked
+    variant are left out)."""
+    out: list[RecipeRef] = []
+    seen: set[Path] = set()
+    for script in sorted(root.rglob(RECIPE_FILE)):
+        folder = script.parent
+        if folder.name not in SUBMITTER_FOLDERS.values():
+            out.append(_ref_for_script(script))
+            continue
+        if folder.parent in seen:
+            continue
+        seen.add(folder.parent)
+        variants = _variants(folder.parent)
+        chosen = variants.get(submitter) if submitter else next(iter(variants.values()))
+        if chosen is not None:
+            out.append(_ref_for_script(chosen))
+    return out
 
 
-def resolve_path(path: Path) -> RecipeRef:
-    """A recipe given as a path."""
+def resolve_path(path: Path, submitter: str | None = None) -> RecipeRef:
+    """A recipe given as a path; ``submitter`` picks the variant of a folder holding several."""
     if path.is_file():
         if path.name != RECIPE_FILE and not is_runner_recipe(path):
             raise InputError(
@@ -131,7 +175,7 @@ def resolve_path(path: Path) -> RecipeRef:
             f"{path}: no such file or folder",
             fix="check the path, or give a model name such as `qwen3-235b-a22b --precision fp8`",
         )
-    script = _script_in(path)
+    script = _script_in(path, submitter)
     if script is not None:
         return _ref_for_script(script)
     runner = _runner_recipes_in(path)
@@ -143,7 +187,7 @@ def resolve_path(path: Path) -> RecipeRef:
             f"{path} holds {len(runner)} benchmark_runner scripts; which one?\n{names}",
             fix="give the script's path",
         )
-    inside = recipes_under(path)
+    inside = recipes_under(path, submitter)
     if len(inside) == 1:
         return inside[0]
     if inside:
@@ -169,9 +213,8 @@ def resolve_model(model: str, root: Path | None, filters: Filters) -> RecipeRef:
             f"tpu_recipes_path {root} does not exist",
             fix="clone tpu-recipes there, or fix tpu_recipes_path in the configuration",
         )
-    all_refs = (
-        recipes_under(root / "training") if (root / "training").is_dir() else recipes_under(root)
-    )
+    base = root / "training" if (root / "training").is_dir() else root
+    all_refs = recipes_under(base, filters.submitter)
     of_model = [r for r in all_refs if r.model == model]
     if not of_model:
         models = sorted({r.model for r in all_refs})
@@ -196,7 +239,12 @@ def resolve_model(model: str, root: Path | None, filters: Filters) -> RecipeRef:
 
 def resolve(request: str, root: Path | None, filters: Filters) -> RecipeRef:
     """Resolve ``request`` (a path or a model name)."""
+    if filters.submitter is not None and filters.submitter not in SUBMITTER_FOLDERS:
+        raise InputError(
+            f"unknown submitter '{filters.submitter}'",
+            fix=f"use one of: {', '.join(SUBMITTER_FOLDERS)}",
+        )
     path = Path(request).expanduser()
     if path.exists() or "/" in request or request.endswith(".sh"):
-        return resolve_path(path)
+        return resolve_path(path, filters.submitter)
     return resolve_model(request, root, filters)

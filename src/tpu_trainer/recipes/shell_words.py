@@ -120,10 +120,11 @@ REF_CLOSE = "\x02"
 
 
 class _Lexer:
-    def __init__(self, text: str, first_line: int = 1) -> None:
+    def __init__(self, text: str, first_line: int = 1, expansions: bool = False) -> None:
         self.s = text
         self.i = 0
         self.line = first_line
+        self.expansions = expansions
 
     def error(self, message: str) -> ShellSyntaxError:
         return ShellSyntaxError(message, self.line)
@@ -281,7 +282,7 @@ class _Lexer:
                 raise self.error("arithmetic expansion $((...)) is not supported")
             return self.command_substitution(quote)
         if nxt == "{":
-            end = self.s.find("}", self.i)
+            end = _brace_end(self.s, self.i + 2) if self.expansions else self.s.find("}", self.i)
             if end < 0:
                 raise self.error("unterminated ${...}")
             inner = self.s[self.i + 2 : end]
@@ -289,8 +290,10 @@ class _Lexer:
             if m is None:
                 raise self.error(f"unsupported parameter expansion '${{{inner}}}'")
             rest = inner[m.end() :]
-            if rest and not rest.startswith("//"):
+            allowed = _EXPANSIONS if self.expansions else ("//",)
+            if rest and not rest.startswith(allowed):
                 raise self.error(f"unsupported parameter expansion '${{{inner}}}'")
+            self.line += inner.count("\n")
             self.i = end + 1
             return Var(m.group(0), quote, rest)
         m = _NAME.match(self.s, self.i + 1)
@@ -341,9 +344,35 @@ def _split_refs(text: str, quote: Quote) -> list[Part]:
     return parts
 
 
-def tokenize(text: str, first_line: int = 1) -> list[Token]:
-    """Split ``text`` into words and operators (comments and line continuations removed)."""
-    return list(_Lexer(text, first_line).tokens())
+_EXPANSIONS = ("//", ":-", "[")
+"""Operators after a name that ``expansions=True`` accepts: ``${A//x/y}``, ``${A:-default}``
+(defaults may nest ``${...}`` and ``$(...)``), ``${A[@]}`` and ``${A[0]}``."""
+
+
+def _brace_end(s: str, i: int) -> int:
+    """Index of the ``}`` closing a ``${`` whose name starts at ``i`` (-1 when none)."""
+    depth = 1
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if s.startswith("${", i) or s.startswith("$(", i):
+            depth += 1
+            i += 2
+            continue
+        if c in "})":
+            depth -= 1
+            if depth == 0:
+                return i if c == "}" else -1
+        i += 1
+    return -1
+
+
+def tokenize(text: str, first_line: int = 1, expansions: bool = False) -> list[Token]:
+    """Split ``text`` into words and operators (comments and line continuations removed);
+    ``expansions`` also accepts the parameter expansions of :data:`_EXPANSIONS`."""
+    return list(_Lexer(text, first_line, expansions).tokens())
 
 
 def split_commands(tokens: list[Token], separators: frozenset[str]) -> list[tuple[list[Word], str]]:
