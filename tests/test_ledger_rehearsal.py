@@ -86,11 +86,41 @@ def test_a_rehearsed_run_shows_its_phases_chip_hours_and_cost(tmp_path: Path) ->
         shown["cost"] / (shown["tokens"] / 1e6), rel=1e-3
     )
     assert 0 < shown["goodput"] < 1
+    buckets = shown["badput"]
+    assert set(buckets) >= {
+        "CAPACITY_HUNTING",
+        "PROVISIONING",
+        "SCHEDULING_AND_IMAGE_PULL",
+        "TPU_INITIALIZATION",
+        "TRAINING_PREP",
+        "PROGRAM_STARTUP",
+        "DATA_LOADING_SYNC",
+        "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
+        "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
+        "WASTED_PROGRESS_FROM_DISRUPTION",
+        "OTHER",
+    }
+    productive = shown["productive_seconds"]
+    lost = sum(b["seconds"] for b in buckets.values())
+    assert productive + lost == pytest.approx(shown["wall_seconds"], abs=0.01)
+    assert shown["goodput"] == pytest.approx(productive / shown["wall_seconds"], abs=1e-3)
+    worst = shown["largest_badput"]
+    assert worst["seconds"] == max(b["seconds"] for b in buckets.values())
+    assert buckets[worst["bucket"]]["seconds"] == worst["seconds"]
+    assert buckets["PROVISIONING"]["seconds"] > 0
 
     human = _tool(priced_env, "show", run_id).stdout
     assert "timeline (64 chips)" in human
+    assert f"largest badput: {worst['bucket']}" in human
     assert "configuration prices.tpu7x" in human
     assert "estimate and actual" in human
+
+    readme = (tmp_path / "store" / "runs" / run_id / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if f"tpu-trainer run {run_id} -->" in line)
+    assert "| price unknown — set prices.tpu7x |" in row  # written before prices were set
+    goodput_cell = row.split(" | ")[8]
+    assert goodput_cell.endswith("%")
+    assert 0 < float(goodput_cell.rstrip("%")) < 100
 
     chart = tmp_path / "store" / "runs" / run_id / "timeline.png"
     assert chart.read_bytes().startswith(b"\x89PNG")

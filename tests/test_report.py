@@ -76,6 +76,15 @@ def make_run(run_id: str = "a1b2c3d4", *, date: str = "2026-11-22", **changes: A
     return RunReport(**fields)
 
 
+LEDGER: dict[str, Any] = {
+    "goodput": 0.6254,
+    "largest_badput": "PROGRAM_STARTUP",
+    "cost_usd": 1234.5678,
+    "cost_per_million_tokens": 1.2345,
+}
+"""A run's goodput and cost as the README row and section carry them."""
+
+
 def without_row(text: str, run_id: str) -> str:
     """``text`` without the one table row that carries ``run_id``'s marker."""
     rows = [line for line in text.splitlines(keepends=True) if _is_row_of(line, run_id)]
@@ -106,13 +115,13 @@ def _store_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_new_readme_matches_golden(tmp_path: Path, update_golden: bool, lang: str) -> None:
     readme = tmp_path / "README.md"
     plots = [tmp_path / f"deepseek3-671b-a1b2c3d4-{n}.png" for n in ("step_time", "loss")]
-    assert update_readme(readme, make_run(), lang=lang, plots=plots)  # type: ignore[arg-type]
+    assert update_readme(readme, make_run(**LEDGER), lang=lang, plots=plots)  # type: ignore[arg-type]
     check_golden(REPORT_GOLDEN / f"readme_{lang}.md", readme.read_text("utf-8"), update_golden)
 
 
 def test_two_runs_match_golden(tmp_path: Path, update_golden: bool) -> None:
     readme = tmp_path / "README.md"
-    update_readme(readme, make_run())
+    update_readme(readme, make_run(**LEDGER))
     update_readme(
         readme,
         make_run(
@@ -122,6 +131,13 @@ def test_two_runs_match_golden(tmp_path: Path, update_golden: bool) -> None:
             config_name="4k-fp8-tpu7x-4x4x8",
             precision="fp8",
             note="",
+            **{
+                **LEDGER,
+                "goodput": 0.5,
+                "cost_usd": None,
+                "cost_per_million_tokens": None,
+                "price_note": "price unknown — set prices.tpu7x in the configuration",
+            },
         ),
     )
     check_golden(REPORT_GOLDEN / "readme_zh_two_runs.md", readme.read_text("utf-8"), update_golden)

@@ -11,6 +11,7 @@ from typing import Any
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.maxtext.log_scan import scan_log
+from tpu_trainer.metrics.ledger import report_figures, run_ledger
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
@@ -304,6 +305,8 @@ def record_results(
         outcome=outcome_of(ending.status, ending.error),
         rehearsal=mode is RunMode.REHEARSAL,
     )
+    if row is not None:
+        report = replace(report, **report_figures(run_ledger(store, row, plan.config.prices)))
     stages.start("report")
     model_dir = model_folder(plan)
     figures = stored_figures(metrics)

@@ -162,17 +162,41 @@ def compare(
     run_a: RunArg,
     run_b: Annotated[str, typer.Argument(help="The run to compare against.")],
     as_json: JsonOpt = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Compare runs of different models or slices anyway."),
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Where the overlay chart goes (default: compare/<a>-vs-<b>.png beside the "
+            "run store); its numbers go beside it as .json.",
+        ),
+    ] = None,
 ) -> None:
-    """Ratios of two runs' steady states (e.g. fp8 against bf16)."""
+    """Ratios of two runs' steady states (e.g. fp8 against bf16), their goodput and cost, and
+    an overlay chart of their loss and step time. Runs of different models or slices are
+    refused unless --force."""
+    from tpu_trainer.cli.compare_view import (
+        check_comparable,
+        default_plot,
+        goodput_line,
+        write_plot,
+    )
     from tpu_trainer.metrics.summary import compare_figures
 
     store = _store()
     a, b = _run(store, run_a), _run(store, run_b)
+    warning = check_comparable(store, a, b, force=force)
+    if warning:
+        typer.secho(warning, err=True, fg="red", bold=True)
     ma, mb = store.metrics(a.id), store.metrics(b.id)
     if not ma or not mb:
         missing = a.id if not ma else b.id
         raise InputError(f"run {missing} has no metrics", fix="compare runs that reached training")
     c = compare_figures(ma, mb)
+    png, sidecar = write_plot(store, a, b, plot or default_plot(store, a, b))
     data: dict[str, Any] = {
         "a": run_summary(store, a),
         "b": run_summary(store, b),
@@ -180,6 +204,9 @@ def compare(
         "speedup_percent": c.speedup_percent,
         "tflops_per_chip_ratio": c.tflops_per_chip_ratio,
         "tokens_per_chip_ratio": c.tokens_per_chip_ratio,
+        "comparable": warning is None,
+        "plot": str(png),
+        "plot_data": str(sidecar),
     }
     if as_json:
         typer.echo(json.dumps(data, indent=2, default=str))
@@ -194,6 +221,9 @@ def compare(
         f"step time a/b = {_fmt(c.step_time_ratio)}; a is {_fmt(c.speedup_percent)} % "
         f"faster; TFLOP/s/chip a/b = {_fmt(c.tflops_per_chip_ratio)}"
     )
+    for label in ("a", "b"):
+        typer.echo(goodput_line(label, data[label]))
+    typer.echo(f"overlay of loss and step time: {png} (numbers: {sidecar})")
 
 
 def _fmt(value: object) -> str:

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tpu_trainer.config.prices import ChipPrice
+    from tpu_trainer.metrics.goodput import Goodput
     from tpu_trainer.metrics.ledger import Ledger
     from tpu_trainer.store.db import RunRow, RunStore
 
@@ -30,7 +31,7 @@ def ledger_of(store: RunStore, row: RunRow) -> Ledger:
 def ledger_columns(store: RunStore, row: RunRow) -> dict[str, Any]:
     """The flat figures a run list or a CSV export carries."""
     ledger = ledger_of(store, row)
-    line, cost = ledger.line, ledger.cost
+    line, cost, worst = ledger.line, ledger.cost, ledger.good.largest
     return {
         "wall_seconds": round(line.wall_seconds, 1),
         "chip_hours": round(line.chip_hours, 4),
@@ -38,7 +39,8 @@ def ledger_columns(store: RunStore, row: RunRow) -> dict[str, Any]:
         "cost_per_million_tokens": (
             None if cost.per_million_tokens is None else round(cost.per_million_tokens, 4)
         ),
-        "goodput": None if line.goodput is None else round(line.goodput, 4),
+        "goodput": None if ledger.good.goodput is None else round(ledger.good.goodput, 4),
+        "largest_badput": None if worst is None else worst[0].value,
     }
 
 
@@ -71,12 +73,27 @@ def print_ledger(console: Console, ledger: Ledger) -> None:
         console.print(
             f"{cost.tokens:,.0f} tokens trained: ${cost.per_million_tokens:.4f} per million"
         )
-    bad = line.largest_badput
-    if line.goodput is not None:
-        worst = f"; largest badput: {bad.name.value} ({bad.seconds:.1f} s)" if bad else ""
-        console.print(f"goodput {line.goodput:.1%} (productive step time ÷ wall time){worst}")
+    print_goodput(console, ledger.good)
     for note in line.notes:
         console.print(f"note: {note}")
+
+
+def print_goodput(console: Console, good: Goodput) -> None:
+    """Goodput in a sentence, then the buckets that took time, largest first."""
+    from rich.table import Table
+
+    if good.goodput is None:
+        return
+    worst = good.largest
+    named = f"; largest badput: {worst[0].value} ({worst[1]:.1f} s)" if worst else ""
+    console.print(f"goodput {good.goodput:.1%} (productive step time ÷ wall time){named}")
+    table = Table(title="badput (ml-goodput-measurement buckets; the tool's before the program)")
+    for col in ("bucket", "seconds", "share of wall time"):
+        table.add_column(col)
+    for bucket, seconds in sorted(good.badput.items(), key=lambda kv: -kv[1]):
+        if seconds > 0:
+            table.add_row(bucket.value, f"{seconds:.1f}", f"{good.share(bucket):.1%}")
+    console.print(table)
 
 
 def timeline_of(store: RunStore, row: RunRow) -> dict[str, Any]:

@@ -280,7 +280,7 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
 
     table = Table(title=f"runs ({store.path})")
     columns = ("id", "created", "model", "device type", "precision", "status", "mode")
-    for col in (*columns, "live resources", "cost (USD)"):
+    for col in (*columns, "live resources", "cost (USD)", "goodput"):
         table.add_column(col)
     for d in data:
         table.add_row(
@@ -293,5 +293,6 @@ def runs(as_json: JsonOpt = False, limit: Annotated[int, typer.Option("--limit")
             str(d["mode"]),
             str(d["live_resources"]),
             "—" if d["cost_usd"] is None else f"{d['cost_usd']:.2f}",
+            "—" if d["goodput"] is None else f"{d['goodput']:.1%}",
         )
     Console().print(table)

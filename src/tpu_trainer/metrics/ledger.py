@@ -15,6 +15,7 @@ from typing import Any
 from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.config.prices import ChipPrice
 from tpu_trainer.metrics.cost import ChipRate, RunCost, chip_rate, run_cost
+from tpu_trainer.metrics.goodput import Goodput, LogBadput, goodput
 from tpu_trainer.metrics.timeline import (
     ResourceSpan,
     RunClock,
@@ -31,6 +32,7 @@ class Ledger:
     line: Timeline
     cost: RunCost
     family: Family | None
+    good: Goodput
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,15 @@ def run_ledger(store: RunStore, row: RunRow, prices: Mapping[str, ChipPrice]) ->
         else ChipRate(None, None, "price unknown: the run has no stored plan")
     )
     tokens = tokens_trained(store.steps(row.id), shape.jax_devices)
-    return Ledger(line, run_cost(line, rate, tokens), shape.family)
+    good = goodput(line, log_badput(store.metrics(row.id)))
+    return Ledger(line, run_cost(line, rate, tokens), shape.family, good)
+
+
+def log_badput(metrics: Mapping[str, Any] | None) -> LogBadput:
+    """What the stored figures of the log measured: the program's start-up (its first log
+    line to the first step)."""
+    startup = (metrics or {}).get("startup_seconds")
+    return LogBadput(program_startup=float(startup) if startup is not None else None)
 
 
 def _at(t: float) -> str:
@@ -102,7 +112,6 @@ def _money(value: float | None) -> float | None:
 def ledger_json(ledger: Ledger) -> dict[str, Any]:
     """The ledger as ``show --json`` prints it."""
     line, cost = ledger.line, ledger.cost
-    bad = line.largest_badput
     return {
         "chips": line.chips,
         "wall_seconds": round(line.wall_seconds, 3),
@@ -116,10 +125,7 @@ def ledger_json(ledger: Ledger) -> dict[str, Any]:
         },
         "tokens": cost.tokens,
         "cost_per_million_tokens": _money(cost.per_million_tokens),
-        "goodput": None if line.goodput is None else round(line.goodput, 4),
-        "largest_badput": None
-        if bad is None
-        else {"phase": bad.name.value, "seconds": bad.seconds},
+        **goodput_json(ledger.good),
         "phases": [
             {
                 "name": p.name.value,
@@ -132,6 +138,38 @@ def ledger_json(ledger: Ledger) -> dict[str, Any]:
             for p, c in zip(line.phases, cost.phases, strict=True)
         ],
         "notes": list(line.notes),
+    }
+
+
+def goodput_json(good: Goodput) -> dict[str, Any]:
+    """Goodput, the largest badput bucket and every bucket (seconds and share of wall time)."""
+    worst = good.largest
+    return {
+        "goodput": None if good.goodput is None else round(good.goodput, 4),
+        "productive_seconds": round(good.productive_seconds, 3),
+        "largest_badput": None
+        if worst is None
+        else {
+            "bucket": worst[0].value,
+            "seconds": round(worst[1], 3),
+            "share": round(good.share(worst[0]), 4),
+        },
+        "badput": {
+            b.value: {"seconds": round(s, 3), "share": round(good.share(b), 4)}
+            for b, s in good.badput.items()
+        },
+    }
+
+
+def report_figures(ledger: Ledger) -> dict[str, Any]:
+    """What a run's README row and section carry of its ledger."""
+    worst, cost = ledger.good.largest, ledger.cost
+    return {
+        "goodput": ledger.good.goodput,
+        "largest_badput": None if worst is None else worst[0].value,
+        "cost_usd": cost.total,
+        "cost_per_million_tokens": cost.per_million_tokens,
+        "price_note": "" if cost.rate.known else cost.rate.source,
     }
 
 

@@ -92,6 +92,15 @@ class RunReport:
     """Anything but a success is marked in the row and the section heading."""
     rehearsal: bool = False
     """A run on the fake cloud: its numbers are not a measurement, and the README says so."""
+    goodput: float | None = None
+    """Productive step time ÷ wall time, from the request to when the report was written."""
+    largest_badput: str | None = None
+    """The bucket that took the most time (``SCHEDULING_AND_IMAGE_PULL``, ``PROGRAM_STARTUP``...)."""
+    cost_usd: float | None = None
+    """What the TPU-hours cost up to the report (None when the price is unknown)."""
+    cost_per_million_tokens: float | None = None
+    price_note: str = ""
+    """Why there is no cost (``price unknown — set prices.tpu7x ...``); empty when priced."""
 
     def __post_init__(self) -> None:
         if not _RUN_ID.fullmatch(self.run_id):

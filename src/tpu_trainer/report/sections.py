@@ -21,7 +21,10 @@ from tpu_trainer.store.steps import StepRow
 
 Lang = Literal["zh", "en"]
 
-_COLUMNS = "date|config|precision|step_time|tflops_device|tflops_chip|tokens_chip|loss|note"
+_COLUMNS = (
+    "date|config|precision|step_time|tflops_device|tflops_chip|tokens_chip|loss"
+    "|goodput|largest_badput|cost|note"
+)
 
 
 def _split(cells: str) -> tuple[str, ...]:
@@ -48,6 +51,8 @@ class Labels:
     summarised: str
     """How a long run's step table was summarised."""
     charts: str
+    goodput: str
+    """The section's goodput line: ``{goodput}``, ``{badput}``, ``{cost}``."""
 
 
 _ZH = Labels(
@@ -58,7 +63,7 @@ _ZH = Labels(
     results="测试结果",
     my_runs="我的测试记录",
     runs_header="日期|配置|Precision|Step Time (s)|TFLOPs/s/device|TFLOPs/s/chip|Tokens/s/chip"
-    "|Loss (final)|备注",
+    "|Loss (final)|Goodput|最大 Badput|成本 (USD)|备注",
     log_heading="详细训练日志 - {topology} ({date})",
     steps_header="Step|耗时 (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
     steady="稳态性能 (Step {steps})",
@@ -68,6 +73,8 @@ _ZH = Labels(
     summarised="共 {steps} 步，表格已汇总：前 {first} 步和最后 {last} 步为日志原值；"
     "其余每行汇总 {width} 步，格式为 均值 (最小–最大)。",
     charts="图表每 {width} 步画出均值和最小–最大范围（单步尖峰仍可见）。",
+    goodput="- **Goodput**：{goodput}（最大 badput：{badput}）；**成本**：{cost}"
+    "（截至写报告时；`tpu-trainer show` 给出最终数字）\n",
 )
 _EN = Labels(
     code="en",
@@ -77,7 +84,7 @@ _EN = Labels(
     results="Results",
     my_runs="My runs",
     runs_header="Date|Config|Precision|Step Time (s)|TFLOPs/s/device|TFLOPs/s/chip|Tokens/s/chip"
-    "|Loss (final)|Note",
+    "|Loss (final)|Goodput|Largest badput|Cost (USD)|Note",
     log_heading="Training log - {topology} ({date})",
     steps_header="Step|Time (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
     steady="Steady state (step {steps})",
@@ -88,6 +95,8 @@ _EN = Labels(
     "logged; each other row covers {width} steps as mean (min–max).",
     charts="The charts draw the mean and the min–max range of each {width} steps "
     "(a one-step spike stays visible).",
+    goodput="- **Goodput**: {goodput} (largest badput: {badput}); **cost**: {cost} "
+    "(up to the report; `tpu-trainer show` has the final figures)\n",
 )
 LABELS: dict[str, Labels] = {ReportLang.ZH: _ZH, ReportLang.EN: _EN}
 _REHEARSAL = "rehearsal"
@@ -119,7 +128,7 @@ MY_RUNS_TITLES = frozenset({norm(_ZH.my_runs), norm(_EN.my_runs)})
 _EXTRA_ALIASES = (
     "step time=step_time|tflop/s/device=tflops_device|tflop/s/chip=tflops_chip|loss=loss"
     "|final loss=loss|notes=note|configuration=config|topology=topology|拓扑=topology"
-    "|chips=chips|run=run_id|run id=run_id"
+    "|chips=chips|run=run_id|run id=run_id|cost=cost|badput=largest_badput"
 )
 _COLUMN_ALIASES: dict[str, str] = {
     **{
@@ -205,17 +214,42 @@ def run_cells(run: RunReport, header: Sequence[str], lab: Labels) -> list[str]:
         "tflops_chip": _num(run.steady_tflops_chip, 1),
         "tokens_chip": _num(run.steady_tokens_chip, 1),
         "loss": _num(run.final_loss, 3),
+        "goodput": _percent(run.goodput),
+        "largest_badput": run.largest_badput or "n/a",
+        "cost": _cell(_cost(run)),
         "note": _cell(note),
         "topology": _cell(run.topology),
         "chips": str(run.chips),
         "run_id": run.run_id,
     }
     keys = [_COLUMN_ALIASES.get(norm(h), "") for h in header]
+    if "note" in keys and "goodput" not in keys:
+        values["note"] = _cell("; ".join(n for n in (note, _ledger_note(run)) if n))
     cells = [values.get(key, "") for key in keys] or [""]
     if marks and "note" not in keys:
         cells[-1] = f"**{marks}** {cells[-1]}".rstrip()
     cells[-1] = f"{cells[-1]} {marker(run.run_id)}".lstrip()
     return cells
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.1%}"
+
+
+def _cost(run: RunReport) -> str:
+    """``$12.34 ($0.5600/M tokens)``, or why there is no cost."""
+    if run.cost_usd is None:
+        return run.price_note.removesuffix(" in the configuration") or "n/a"
+    per = run.cost_per_million_tokens
+    return f"${run.cost_usd:,.2f}" + ("" if per is None else f" (${per:.4f}/M tokens)")
+
+
+def _ledger_note(run: RunReport) -> str:
+    """Goodput and cost for a README whose table has no columns for them."""
+    if run.goodput is None and run.cost_usd is None and not run.price_note:
+        return ""
+    badput = f" (largest badput {run.largest_badput})" if run.largest_badput else ""
+    return f"goodput {_percent(run.goodput)}{badput}, cost {_cost(run)}"
 
 
 def _steps_label(run: RunReport) -> str:
@@ -254,6 +288,11 @@ def run_section(run: RunReport, lab: Labels, plot_links: Sequence[str]) -> str:
         f"- **{lab.loss_drop}**: {_num(run.loss_first, 3)} → {_num(run.loss_last, 3)} "
         f"({'n/a' if drop is None else _num(drop, 1) + '%'})\n",
         f"- **{lab.run}**: {' · '.join(facts)}\n",
+        lab.goodput.format(
+            goodput=_percent(run.goodput), badput=run.largest_badput or "n/a", cost=_cost(run)
+        )
+        if _ledger_note(run)
+        else "",
         *(f"\n![{_alt(link)}]({link})\n" for link in plot_links),
     ]
     return "".join(parts)
