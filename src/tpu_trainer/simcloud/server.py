@@ -46,9 +46,6 @@ _REASONS = {
 }
 
 
-Clock = Callable[[], float]
-"""Seconds since the epoch, as the scenario says it is (``time.time`` for real time)."""
-
 # google.rpc.Code numbers, as long-running operations carry them in ``error.code``.
 RPC_CODES = {
     "INVALID_ARGUMENT": 3,

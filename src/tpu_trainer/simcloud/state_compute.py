@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud.pools import chips_per_host, tpu_accelerator
 from tpu_trainer.fakecloud.state import State, advance, clock, new_policy, next_id, transaction
-from tpu_trainer.simcloud.compute import compute_stamp
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
 from tpu_trainer.simcloud.server import ApiError, Call
 from tpu_trainer.simcloud.state_gke import TICK
@@ -23,6 +23,12 @@ from tpu_trainer.simcloud.state_gke import TICK
 _BASE = "https://www.googleapis.com/compute/beta/"
 _CREATED = 1_790_000_000.0
 """When the scenario's reservations and policies were made (before any rehearsal starts)."""
+
+
+def compute_stamp(value: float) -> str:
+    """Compute's timestamps: RFC 3339 in Pacific standard time, milliseconds."""
+    local = datetime.fromtimestamp(value, UTC) - timedelta(hours=8)
+    return local.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-08:00"
 
 
 def _not_found(path: str) -> ApiError:
@@ -42,9 +48,10 @@ def reservation_json(state: State, res: dict[str, Any]) -> JsonObject:
             {"accelerator": {"acceleratorCount": hosts * per_host, "acceleratorType": accelerator}}
         ]
 
-    health: JsonObject = {"healthStatus": res.get("health") or "HEALTHY"}
-    if res.get("degraded_blocks"):
-        health["degradedBlockCount"] = int(res["degraded_blocks"])
+    health: JsonObject = {
+        "healthStatus": res.get("health") or "HEALTHY",
+        "degradedBlockCount": int(res.get("degraded_blocks") or 0),
+    }
     path = f"projects/{project}/zones/{zone}/reservations/{res['name']}"
     return {
         "kind": "compute#reservation",
