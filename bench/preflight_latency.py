@@ -90,6 +90,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each timing (median)")
     args = parser.parse_args()
     repeat = max(1, args.repeat)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env = {**os.environ, "TPU_TRAINER_REHEARSAL_DIR": str(folder / "rehearsal")}
@@ -129,6 +130,9 @@ def main() -> int:
         calls = recorded_calls(state)[before_calls:]
         cpu = _children_cpu() - before_cpu
         problems = recorded_problems(workdir)
+    print(
+        f"load average (1 min) at the start {load:.1f} on {os.cpu_count()} CPUs; medians of {repeat}"
+    )
     for name, seconds in times.items():
         print(f"  {name:<20} {seconds:6.2f} s")
     slowest = max(times.values())

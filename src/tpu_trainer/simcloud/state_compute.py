@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud.pools import chips_per_host, tpu_accelerator
-from tpu_trainer.fakecloud.state import State, advance, clock, new_policy, next_id, transaction
+from tpu_trainer.fakecloud.state import State, clock, new_policy, next_id
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import ApiError, Call
-from tpu_trainer.simcloud.state_gke import TICK
+from tpu_trainer.simcloud.server import ApiError, Call, handler_for, operation_id
+from tpu_trainer.simcloud.state_call import state_call
 
 _BASE = "https://www.googleapis.com/compute/beta/"
 _CREATED = 1_790_000_000.0
@@ -102,7 +102,7 @@ class StateCompute:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, call: Call) -> JsonObject:
-        handler = {
+        handler = handler_for({
             "compute.reservations.get": self._reservation_get,
             "compute.reservations.list": self._reservation_list,
             "compute.reservations.aggregatedList": self._reservation_aggregated,
@@ -114,11 +114,8 @@ class StateCompute:
             "compute.regionOperations.wait": self._operation_get,
             "compute.zoneOperations.get": self._operation_get,
             "compute.zoneOperations.wait": self._operation_get,
-        }.get(call.method.id)
-        if handler is None:
-            raise ApiError(501, f"Method {call.method.id} is not emulated.")
-        with self._lock, transaction(self.path) as state:
-            advance(state, TICK)
+        }, call.method.id)  # fmt: skip
+        with state_call(self.path, self._lock) as state:
             return handler(state, call)
 
     # ---- reservations ------------------------------------------------------------------
@@ -219,7 +216,7 @@ class StateCompute:
     # ---- operations --------------------------------------------------------------------
     def _operation(self, state: State, p: dict[str, str], kind: str, target: str) -> JsonObject:
         now = compute_stamp(clock(state))
-        name = f"operation-{int(clock(state) * 1000)}-{next_id(state)}"
+        name = operation_id(clock(state), next_id(state))
         where = f"projects/{p['project']}/regions/{p['region']}"
         op: JsonObject = {
             "kind": "compute#operation",

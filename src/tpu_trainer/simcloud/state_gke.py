@@ -1,15 +1,16 @@
 """Emulated GKE over a rehearsal's state file: the scenario's cluster and its node pools.
 
-Every call runs inside the state file's ``transaction``, so the ``train`` process, a later
+Every call runs inside the state file's ``transaction`` (``state_call``), so the ``train`` process, a later
 ``cleanup``/``gc`` and the fake xpk/kubectl see one cloud. The checks a create goes through
 and the pool records are ``fakecloud.pools``' (the fake xpk creates pools through them too).
 
-Time is the scenario's clock (``fakecloud.state.clock``): each call moves it on by ``TICK``; a
+Time is the scenario's clock (``fakecloud.state.clock``): each call moves it on by ``state_call.TICK``; a
 second ``operations.get`` of a running operation first moves it on by gcloud's poll period, the
 time gcloud slept since its last poll. A create answers with its
 operation: DONE at once unless the scenario gives ``create_seconds``; a refusal GKE makes
 before it starts (404, 409, 400, a too-small reservation's 429) is an HTTP error, a failure
-the operation finds (no capacity, the wrong reservation) ends the operation in an error.
+the operation finds (no capacity, the wrong reservation) ends the operation in an error. A
+delete while the pool's create still runs is GKE's 400 ``FAILED_PRECONDITION``.
 
 ``scripted`` gives chosen pools (by name) a create of their own: a failure GKE answers at once
 or ends the operation with (``CreateFailure``), or a create that runs ``create_seconds`` on the
@@ -36,12 +37,18 @@ from tpu_trainer.fakecloud.pools import (
     pool_json,
     require_cluster,
 )
-from tpu_trainer.fakecloud.state import State, advance, clock, next_id, transaction
+from tpu_trainer.fakecloud.state import State, advance, clock, next_id
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call, utc_timestamp
+from tpu_trainer.simcloud.server import (
+    RPC_CODES,
+    ApiError,
+    Call,
+    handler_for,
+    operation_id,
+    utc_timestamp,
+)
+from tpu_trainer.simcloud.state_call import state_call
 
-TICK = 1.0
-"""Seconds of the scenario's clock one API call takes."""
 GCLOUD_POLL_SECONDS = 5.0
 """gcloud's wait between two ``operations.get`` of a container operation."""
 
@@ -114,8 +121,7 @@ class StateGke:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, call: Call) -> JsonObject:
-        name = call.method.id.removeprefix("container.projects.locations.")
-        handler = {
+        handler = handler_for({
             "clusters.get": self._cluster_get,
             "clusters.list": self._cluster_list,
             "clusters.nodePools.list": self._pool_list,
@@ -124,11 +130,8 @@ class StateGke:
             "clusters.nodePools.delete": self._pool_delete,
             "operations.get": self._operation_get,
             "operations.list": self._operation_list,
-        }.get(name)
-        if handler is None:
-            raise ApiError(501, f"Method {call.method.id} is not emulated.")
-        with self._lock, transaction(self.path) as state:
-            advance(state, TICK)
+        }, call.method.id, "container.projects.locations.")  # fmt: skip
+        with state_call(self.path, self._lock) as state:
             try:
                 answer: JsonObject = handler(state, call)
             except GkeError as e:
@@ -240,7 +243,7 @@ def _new_operation(
     state: State, p: dict[str, str], kind: str, target: str, done_at: float
 ) -> JsonObject:
     now = clock(state)
-    name = f"operation-{int(now * 1000)}-{next_id(state):04d}"
+    name = operation_id(now, next_id(state), "04d")
     base = f"{_API}/projects/{p['projectsId']}/locations/{p['locationsId']}"
     op: JsonObject = {
         "name": name,
