@@ -8,7 +8,6 @@ golden file; ``pytest --update-golden`` rewrites it), which the unit tests of
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -21,9 +20,8 @@ import yaml
 from conftest import check_golden
 from tpu_trainer.infra.gcloud_errors import XpkFailure, classify
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.simcloud.gcloud_env import gcloud_env, require_gcloud
-from tpu_trainer.simcloud.gke import CreateFailure, Gke, PoolPlan
-from tpu_trainer.simcloud.server import Emulator
+from tpu_trainer.simcloud.local import serve
+from tpu_trainer.simcloud.state_gke import CreateFailure, PoolPlan, StateGke
 
 pytestmark = pytest.mark.e2e
 
@@ -64,6 +62,8 @@ class Case:
 POOL = ("--cluster=c", "--region=us-central1")
 CREATE = ("beta", "container", "node-pools", "create")
 MACHINE = ("--machine-type=tpu7x-standard-4t", "--num-nodes=16")
+POLICY = "tpu7x-128-4x4x4-placement-policy"
+MADE = (*POOL, *MACHINE, f"--placement-policy={POLICY}")  # a create GKE accepts
 CASES = [
     Case("stockout in the operation", (*CREATE, "stock", *POOL, *MACHINE), XpkFailure.CAPACITY),
     Case(
@@ -85,13 +85,13 @@ CASES = [
         "name in use (409)",
         (*CREATE, "taken", *POOL, *MACHINE),
         XpkFailure.ALREADY_EXISTS,
-        setup=(*CREATE, "taken", *POOL, *MACHINE),
+        setup=(*CREATE, "taken", *MADE),
     ),
     Case(
         "delete while the create runs (400)",
         ("container", "node-pools", "delete", "slow", *POOL, "--quiet"),
         XpkFailure.BUSY,
-        setup=(*CREATE, "slow", *POOL, *MACHINE, "--async"),
+        setup=(*CREATE, "slow", *MADE, "--async"),
     ),
     Case(
         "create in a missing cluster (404)",
@@ -106,30 +106,35 @@ CASES = [
 ]
 
 
-def _decide(_cluster: str, pool: dict[str, object]) -> PoolPlan:
-    name = str(pool["name"])
-    if name in FAILURES:
-        return PoolPlan(failure=FAILURES[name])
-    return PoolPlan(create_seconds=600 if name == "slow" else 0)
+SCRIPTED = {
+    **{name: PoolPlan(failure=failure) for name, failure in FAILURES.items()},
+    "slow": PoolPlan(create_seconds=600),  # runs past every call the cases make
+}
+
+
+def _gke(state: Path) -> list[StateGke]:
+    return [StateGke(state, scripted=SCRIPTED)]
 
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[CommandResult]]:
-    require_gcloud()
-    gke = Gke(clock=lambda: 1_790_000_000.0, decide=_decide)  # the slow create never ends
-    gke.add_cluster("p", "us-central1", "c")
-    config = tmp_path_factory.mktemp("gcloud")
-    with Emulator([gke]) as emulator:
-        env = {**os.environ, **gcloud_env(emulator.base_url, config)}
+    scenario = {
+        "project": "p",
+        "region": "us-central1",
+        "cluster": {"name": "c"},
+        "resource_policies": [POLICY],
+    }
+    folder = tmp_path_factory.mktemp("gcloud")
+    with serve(scenario, folder, _gke) as cloud:
         out = []
         for case in CASES:
             if case.setup:
-                assert _gcloud(env, case.setup).returncode == 0
-            proc = _gcloud(env, case.argv)
-            text = _normalise(proc.stderr, emulator.base_url, config)
+                assert _gcloud(cloud.env, case.setup).returncode == 0
+            proc = _gcloud(cloud.env, case.argv)
+            text = _normalise(proc.stderr, cloud.emulator.base_url, folder / "gcloud-config")
             out.append(CommandResult(("gcloud", *case.argv), proc.returncode, "", text, 0.0))
         yield out
-    assert emulator.invalid() == []
+    assert cloud.emulator.invalid() == []
 
 
 def _gcloud(env: dict[str, str], argv: tuple[str, ...]) -> subprocess.CompletedProcess[str]:

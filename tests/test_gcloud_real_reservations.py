@@ -3,40 +3,39 @@ emulated Compute API) and the survey skips the DEGRADED one."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from test_simcloud_compute import _reservation as simcloud_reservation
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.launchers.gke.capacity import Choice, Survey, Verdict, judge
-from tpu_trainer.simcloud.compute import Compute
-from tpu_trainer.simcloud.gcloud_env import gcloud_env, require_gcloud
-from tpu_trainer.simcloud.server import Emulator
+from tpu_trainer.simcloud.local import serve
 
 pytestmark = pytest.mark.e2e
 
 
-def _reservation(name: str, health: str, degraded: int) -> dict[str, object]:
-    body: dict[str, Any] = simcloud_reservation(name, health)
-    body["aggregateReservation"] |= {"hostCount": 64, "inUseHostCount": 16}
-    body["resourceStatus"]["healthInfo"]["degradedBlockCount"] = degraded
-    return body
+def _reservation(name: str, zone: str, health: str, degraded: int) -> dict[str, object]:
+    return {"name": name, "zone": zone, "host_count": 64, "in_use_hosts": 16,
+            "health": health, "degraded_blocks": degraded}  # fmt: skip
+
+
+SCENARIO = {
+    "project": "p",
+    "region": "us-central1",
+    "cluster": {"name": "c"},
+    "reservations": [
+        _reservation("healthy", "us-central1-a", "HEALTHY", 0),
+        _reservation("sick", "us-central1-b", "DEGRADED", 3),
+    ],
+}
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gcloud]:
-    require_gcloud()
-    compute = Compute(clock=lambda: 1_790_000_000.0)
-    compute.add_reservation("p", "us-central1-a", _reservation("healthy", "HEALTHY", 0))
-    compute.add_reservation("p", "us-central1-b", _reservation("sick", "DEGRADED", 3))
-    with Emulator([compute]) as emulator:
-        env = {**os.environ, **gcloud_env(emulator.base_url, tmp_path_factory.mktemp("g"))}
-        yield Gcloud(SubprocessRunner(env=env), "p")
-    assert emulator.invalid() == []
+    with serve(SCENARIO, tmp_path_factory.mktemp("g")) as cloud:
+        yield Gcloud(SubprocessRunner(env=cloud.env), "p")
+    assert cloud.emulator.invalid() == []
 
 
 @pytest.mark.parametrize("zone", ["us-central1-b", None], ids=["describe", "list"])

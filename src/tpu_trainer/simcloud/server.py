@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from tpu_trainer.simcloud.discovery import ApiMethod, DiscoveryApi, JsonObject
@@ -46,9 +46,6 @@ _REASONS = {
 }
 
 
-Clock = Callable[[], float]
-"""Seconds since the epoch, as the scenario says it is (``time.time`` for real time)."""
-
 # google.rpc.Code numbers, as long-running operations carry them in ``error.code``.
 RPC_CODES = {
     "INVALID_ARGUMENT": 3,
@@ -60,6 +57,12 @@ RPC_CODES = {
     "INTERNAL": 13,
     "UNAVAILABLE": 14,
 }
+
+
+def operation_id(now: float, seq: int, digits: str = "") -> str:
+    """``operation-<milliseconds since the epoch>-<seq>``: how GKE, Compute and Cloud TPU name
+    operations (``digits``: the number's format, e.g. ``04d``, ``013x``)."""
+    return f"operation-{int(now * 1000)}-{seq:{digits}}"
 
 
 def utc_timestamp(value: float) -> str:
@@ -86,6 +89,18 @@ class ApiError(Exception):
                 "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
             }
         }
+
+
+H = TypeVar("H")
+
+
+def handler_for(handlers: Mapping[str, H], method_id: str, prefix: str = "") -> H:
+    """The handler of the method ``method_id`` (keyed without ``prefix``), or the 501 of a
+    method the service does not emulate."""
+    handler = handlers.get(method_id.removeprefix(prefix))
+    if handler is None:
+        raise ApiError(501, f"Method {method_id} is not emulated.")
+    return handler
 
 
 @dataclass(frozen=True)

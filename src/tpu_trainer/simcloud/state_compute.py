@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud.pools import chips_per_host, tpu_accelerator
-from tpu_trainer.fakecloud.state import State, advance, clock, new_policy, next_id, transaction
-from tpu_trainer.simcloud.compute import compute_stamp
+from tpu_trainer.fakecloud.state import State, clock, new_policy, next_id
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import ApiError, Call
-from tpu_trainer.simcloud.state_gke import TICK
+from tpu_trainer.simcloud.server import ApiError, Call, handler_for, operation_id
+from tpu_trainer.simcloud.state_call import state_call
 
 _BASE = "https://www.googleapis.com/compute/beta/"
 _CREATED = 1_790_000_000.0
 """When the scenario's reservations and policies were made (before any rehearsal starts)."""
+
+
+def compute_stamp(value: float) -> str:
+    """Compute's timestamps: RFC 3339 in Pacific standard time, milliseconds."""
+    local = datetime.fromtimestamp(value, UTC) - timedelta(hours=8)
+    return local.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-08:00"
 
 
 def _not_found(path: str) -> ApiError:
@@ -42,9 +48,10 @@ def reservation_json(state: State, res: dict[str, Any]) -> JsonObject:
             {"accelerator": {"acceleratorCount": hosts * per_host, "acceleratorType": accelerator}}
         ]
 
-    health: JsonObject = {"healthStatus": res.get("health") or "HEALTHY"}
-    if res.get("degraded_blocks"):
-        health["degradedBlockCount"] = int(res["degraded_blocks"])
+    health: JsonObject = {
+        "healthStatus": res.get("health") or "HEALTHY",
+        "degradedBlockCount": int(res.get("degraded_blocks") or 0),
+    }
     path = f"projects/{project}/zones/{zone}/reservations/{res['name']}"
     return {
         "kind": "compute#reservation",
@@ -95,7 +102,7 @@ class StateCompute:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, call: Call) -> JsonObject:
-        handler = {
+        handler = handler_for({
             "compute.reservations.get": self._reservation_get,
             "compute.reservations.list": self._reservation_list,
             "compute.reservations.aggregatedList": self._reservation_aggregated,
@@ -107,11 +114,8 @@ class StateCompute:
             "compute.regionOperations.wait": self._operation_get,
             "compute.zoneOperations.get": self._operation_get,
             "compute.zoneOperations.wait": self._operation_get,
-        }.get(call.method.id)
-        if handler is None:
-            raise ApiError(501, f"Method {call.method.id} is not emulated.")
-        with self._lock, transaction(self.path) as state:
-            advance(state, TICK)
+        }, call.method.id)  # fmt: skip
+        with state_call(self.path, self._lock) as state:
             return handler(state, call)
 
     # ---- reservations ------------------------------------------------------------------
@@ -212,7 +216,7 @@ class StateCompute:
     # ---- operations --------------------------------------------------------------------
     def _operation(self, state: State, p: dict[str, str], kind: str, target: str) -> JsonObject:
         now = compute_stamp(clock(state))
-        name = f"operation-{int(clock(state) * 1000)}-{next_id(state)}"
+        name = operation_id(clock(state), next_id(state))
         where = f"projects/{p['project']}/regions/{p['region']}"
         op: JsonObject = {
             "kind": "compute#operation",

@@ -1,24 +1,31 @@
 """Emulated GKE over a rehearsal's state file: the scenario's cluster and its node pools.
 
-Every call runs inside the state file's ``transaction``, so the ``train`` process, a later
+Every call runs inside the state file's ``transaction`` (``state_call``), so the ``train`` process, a later
 ``cleanup``/``gc`` and the fake xpk/kubectl see one cloud. The checks a create goes through
 and the pool records are ``fakecloud.pools``' (the fake xpk creates pools through them too).
 
-Time is the scenario's clock (``fakecloud.state.clock``): each call moves it on by ``TICK``; a
+Time is the scenario's clock (``fakecloud.state.clock``): each call moves it on by ``state_call.TICK``; a
 second ``operations.get`` of a running operation first moves it on by gcloud's poll period, the
 time gcloud slept since its last poll. A create answers with its
 operation: DONE at once unless the scenario gives ``create_seconds``; a refusal GKE makes
 before it starts (404, 409, 400, a too-small reservation's 429) is an HTTP error, a failure
-the operation finds (no capacity, the wrong reservation) ends the operation in an error.
+the operation finds (no capacity, the wrong reservation) ends the operation in an error. A
+delete while the pool's create still runs is GKE's 400 ``FAILED_PRECONDITION``.
+
+``scripted`` gives chosen pools (by name) a create of their own: a failure GKE answers at once
+or ends the operation with (``CreateFailure``), or a create that runs ``create_seconds`` on the
+scenario's clock; the emulator's tests and the recording of gcloud's failure texts use it.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpu_trainer.fakecloud.gke_text import cluster_path
 from tpu_trainer.fakecloud.pools import (
     CreateRequest,
     GkeError,
@@ -30,16 +37,40 @@ from tpu_trainer.fakecloud.pools import (
     pool_json,
     require_cluster,
 )
-from tpu_trainer.fakecloud.state import State, advance, clock, next_id, transaction
+from tpu_trainer.fakecloud.state import State, advance, clock, next_id
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call, utc_timestamp
+from tpu_trainer.simcloud.server import (
+    RPC_CODES,
+    ApiError,
+    Call,
+    handler_for,
+    operation_id,
+    utc_timestamp,
+)
+from tpu_trainer.simcloud.state_call import state_call
 
-TICK = 1.0
-"""Seconds of the scenario's clock one API call takes."""
 GCLOUD_POLL_SECONDS = 5.0
 """gcloud's wait between two ``operations.get`` of a container operation."""
 
 _API = "https://container.googleapis.com/v1beta1"
+
+
+@dataclass(frozen=True)
+class CreateFailure:
+    """How a scripted node pool create ends badly: at once (an HTTP error) or in its operation."""
+
+    canonical: str  # a StatusCondition canonicalCode: RESOURCE_EXHAUSTED, INVALID_ARGUMENT, ...
+    message: str
+    http_code: int | None = None  # set: the create call itself fails with this code
+    condition_code: str = ""  # StatusCondition.code, e.g. GCE_STOCKOUT
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """What a scripted create of one pool does, whatever the scenario says."""
+
+    create_seconds: float = 0.0
+    failure: CreateFailure | None = None
 
 
 def _flag_labels(config: JsonObject) -> tuple[tuple[str, str], ...]:
@@ -81,6 +112,8 @@ class StateGke:
     """The GKE service over the state file at ``path``."""
 
     path: Path
+    scripted: Mapping[str, PoolPlan] = field(default_factory=dict)
+    """Pool name -> what its create does instead of what the scenario says."""
     prefix: str = "/"
     apis: tuple[DiscoveryApi, ...] = field(
         default_factory=lambda: (load_api("container.v1beta1"), load_api("container.v1"))
@@ -88,8 +121,7 @@ class StateGke:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, call: Call) -> JsonObject:
-        name = call.method.id.removeprefix("container.projects.locations.")
-        handler = {
+        handler = handler_for({
             "clusters.get": self._cluster_get,
             "clusters.list": self._cluster_list,
             "clusters.nodePools.list": self._pool_list,
@@ -98,15 +130,14 @@ class StateGke:
             "clusters.nodePools.delete": self._pool_delete,
             "operations.get": self._operation_get,
             "operations.list": self._operation_list,
-        }.get(name)
-        if handler is None:
-            raise ApiError(501, f"Method {call.method.id} is not emulated.")
-        with self._lock, transaction(self.path) as state:
-            advance(state, TICK)
+        }, call.method.id, "container.projects.locations.")  # fmt: skip
+        with state_call(self.path, self._lock) as state:
             try:
                 answer: JsonObject = handler(state, call)
             except GkeError as e:
-                raise ApiError(e.code, e.message) from None
+                busy = e.code == 400 and "incompatible operation" in e.message
+                status = "FAILED_PRECONDITION" if busy else ""
+                raise ApiError(e.code, e.message, status=status) from None
             return answer
 
     # ------------------------------------------------------------------------------------
@@ -149,14 +180,21 @@ class StateGke:
             raise ApiError(400, "Node pool name must be set.")
         req = _request(p, body, state["region"])
         target = f"{_cluster_path(p)}/nodePools/{req.name}"
+        plan = self.scripted.get(req.name, PoolPlan())
         try:
+            failure = plan.failure
+            if failure is not None:
+                _scripted_refusal(state, req, failure)
             pool = create_pool(state, req)
         except GkeError as e:
             if not e.in_operation:
                 raise
+            failure = failure or CreateFailure(_canonical(e.message), e.message)
             op = _new_operation(state, p, "CREATE_NODE_POOL", target, clock(state))
-            _fail(op, e.message, clock(state))
+            _fail(op, failure, clock(state))
             return _public(op)
+        if plan.create_seconds:
+            pool.update(status="PROVISIONING", ready_at=clock(state) + plan.create_seconds)
         op = _new_operation(state, p, "CREATE_NODE_POOL", target, float(pool["ready_at"]))
         pool["operation"] = op["name"]
         if pool["polls_left"]:  # gcloud reads the pool once its create is done: not a poll
@@ -188,7 +226,7 @@ class StateGke:
 
 
 def _cluster_path(p: dict[str, str]) -> str:
-    return f"projects/{p['projectsId']}/locations/{p['locationsId']}/clusters/{p['clustersId']}"
+    return cluster_path(p["projectsId"], p["locationsId"], p["clustersId"])
 
 
 def _observe_all(state: State) -> None:
@@ -205,7 +243,7 @@ def _new_operation(
     state: State, p: dict[str, str], kind: str, target: str, done_at: float
 ) -> JsonObject:
     now = clock(state)
-    name = f"operation-{int(now * 1000)}-{next_id(state):04d}"
+    name = operation_id(now, next_id(state), "04d")
     base = f"{_API}/projects/{p['projectsId']}/locations/{p['locationsId']}"
     op: JsonObject = {
         "name": name,
@@ -235,15 +273,33 @@ def _settle(state: State, op: JsonObject) -> None:
     op["endTime"] = utc_timestamp(clock(state))
 
 
-def _fail(op: JsonObject, message: str, now: float) -> None:
-    canonical = next((c for key, c in _CANONICAL.items() if key in message), "INTERNAL")
+def _scripted_refusal(state: State, req: CreateRequest, failure: CreateFailure) -> None:
+    """A scripted failure, after the checks of the cluster and the name GKE makes first."""
+    require_cluster(state, req.project, req.location, req.cluster)
+    if req.name in state["node_pools"]:
+        path = cluster_path(req.project, req.location, req.cluster)
+        raise GkeError(409, f"Already exists: {path}/nodePools/{req.name}.")
+    raise GkeError(failure.http_code or 0, failure.message)
+
+
+def _canonical(message: str) -> str:
+    return next((c for key, c in _CANONICAL.items() if key in message), "INTERNAL")
+
+
+def _fail(op: JsonObject, failure: CreateFailure, now: float) -> None:
+    """The create operation DONE with the failure: its error, its cluster condition."""
+    message = failure.message
+    condition: JsonObject = {"message": message, "canonicalCode": failure.canonical}
+    if failure.condition_code:
+        condition["code"] = failure.condition_code
     op.update(
         status="DONE",
         endTime=utc_timestamp(now),
         statusMessage=message,
         detail=message,
-        error={"code": RPC_CODES.get(canonical, 2), "message": message},
-        clusterConditions=[{"message": message, "canonicalCode": canonical}],
+        error={"code": RPC_CODES.get(failure.canonical, 2), "message": message},
+        clusterConditions=[condition],
+        nodepoolConditions=[],
     )
 
 

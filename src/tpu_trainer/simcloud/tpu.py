@@ -23,7 +23,7 @@ from typing import Any
 
 from tpu_trainer.fakecloud.state import advance, clock
 from tpu_trainer.simcloud.discovery import DiscoveryApi, JsonObject, load_api
-from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call
+from tpu_trainer.simcloud.server import RPC_CODES, ApiError, Call, handler_for, operation_id
 from tpu_trainer.simcloud.tpu_state import (
     START,
     TICK_SECONDS,
@@ -95,21 +95,31 @@ def _check_project(state: dict[str, Any], params: dict[str, str]) -> None:
         )
 
 
-def _node_create(tv: Record, state: dict[str, Any], call: Call) -> JsonObject:
-    p, node_id = call.params, call.arg("nodeId")
-    if not node_id:
-        raise ApiError(400, "nodeId is required")
+def _new_id(tv: Record, state: dict[str, Any], call: Call, kind: str) -> tuple[str, str]:
+    """The id a create of ``kind`` asks for and its path: the API's 400 without one, 403 in
+    another project, 409 when it is taken."""
+    p, arg = call.params, "nodeId" if kind == "nodes" else "queuedResourceId"
+    new_id = call.arg(arg)
+    if not new_id:
+        raise ApiError(400, f"{arg} is required")
     _check_project(state, p)
-    path = f"{_parent(p)}/nodes/{node_id}"
-    if node_id in tv["nodes"]:
+    path = f"{_parent(p)}/{kind}/{new_id}"
+    if new_id in tv["nodes" if kind == "nodes" else "queued"]:
         raise ApiError(409, f"Resource '{path}' already exists")
+    return new_id, path
+
+
+def _check_node(tv: Record, zone: str, node: Record) -> None:
+    """A node the zone offers (``check_offer``): its accelerator type, its runtime version."""
+    accelerator, version = node.get("acceleratorType", ""), node.get("runtimeVersion", "")
+    check_offer(tv["behaviour"], zone, str(accelerator), str(version))
+
+
+def _node_create(tv: Record, state: dict[str, Any], call: Call) -> JsonObject:
+    p = call.params
+    node_id, path = _new_id(tv, state, call, "nodes")
     body = dict(call.body or {})
-    check_offer(
-        tv["behaviour"],
-        p["locationsId"],
-        str(body.get("acceleratorType", "")),
-        str(body.get("runtimeVersion", "")),
-    )
+    _check_node(tv, p["locationsId"], body)
     op = _new_operation(tv, _parent(p), path, "create", _ticks(tv["behaviour"], "creating_polls"))
     _add_node(tv, p, node_id, body, op)
     _advance(tv)
@@ -177,24 +187,13 @@ def _queued_list(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject:
 
 
 def _queued_create(tv: Record, state: dict[str, Any], call: Call) -> JsonObject:
-    p, qr_id = call.params, call.arg("queuedResourceId")
-    if not qr_id:
-        raise ApiError(400, "queuedResourceId is required")
-    _check_project(state, p)
-    path = f"{_parent(p)}/queuedResources/{qr_id}"
-    if qr_id in tv["queued"]:
-        raise ApiError(409, f"Resource '{path}' already exists")
+    p = call.params
+    qr_id, path = _new_id(tv, state, call, "queuedResources")
     body = dict(call.body or {})
     specs = (body.get("tpu") or {}).get("nodeSpec") or []
     if len(specs) != 1 or not specs[0].get("nodeId"):
         raise ApiError(400, "Cloud TPU received a bad request. Exactly one node spec with a nodeId")
-    node = specs[0].get("node") or {}
-    check_offer(
-        tv["behaviour"],
-        p["locationsId"],
-        str(node.get("acceleratorType", "")),
-        str(node.get("runtimeVersion", "")),
-    )
+    _check_node(tv, p["locationsId"], specs[0].get("node") or {})
     now = float(tv["clock"])
     tv["queued"][qr_id] = {
         "name": qr_id,
@@ -234,7 +233,7 @@ def _queued_delete(tv: Record, _state: dict[str, Any], call: Call) -> JsonObject
 # ---- operations and time ------------------------------------------------------------------
 def _new_operation(tv: Record, parent: str, target: str, verb: str, seconds: float) -> str:
     now = float(tv["clock"])
-    name = f"{parent}/operations/operation-{int(now * 1000)}-{next_seq(tv):013x}"
+    name = f"{parent}/operations/{operation_id(now, next_seq(tv), '013x')}"
     body: JsonObject = {
         "name": name,
         "done": False,
@@ -370,9 +369,7 @@ class Tpu:
     )
 
     def handle(self, call: Call) -> JsonObject:
-        handler = _HANDLERS.get(call.method.id.removeprefix("tpu.projects.locations."))
-        if handler is None:
-            raise ApiError(501, f"Method {call.method.id} is not emulated.")
+        handler = handler_for(_HANDLERS, call.method.id, "tpu.projects.locations.")
         with self.state() as state:
             tv = tpu_section(state)
             tv["clock"] = clock(state) - START
