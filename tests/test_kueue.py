@@ -269,7 +269,7 @@ def test_every_object_produced_validates_against_the_crds(device: str, num_slice
 # ---- builders ------------------------------------------------------------------------------------
 def test_resource_flavor_is_the_seed_template() -> None:
     assert resource_flavor(Slice.parse("tpu7x-4x8x8"), 1) == {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ResourceFlavor",
         "metadata": {"name": "1xtpu7x-512"},
         "spec": {
@@ -304,7 +304,7 @@ def test_new_cluster_queue_has_the_flavor_and_admits_every_namespace() -> None:
 
 def test_local_queue_is_xpks() -> None:
     assert local_queue() == {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "LocalQueue",
         "metadata": {"name": "multislice-queue", "namespace": "default"},
         "spec": {"clusterQueue": "cluster-queue"},
@@ -434,7 +434,7 @@ def test_findings_for_a_cluster_set_up_for_another_slice() -> None:
     flavor, queue, configmap = findings
     assert flavor.argv == ("kubectl", "apply", "-f", "-")
     assert yaml.safe_load(flavor.stdin or "") == resource_flavor(TPU7X_256, 1)
-    assert flavor.fix.startswith("kubectl apply -f - <<'EOF'\napiVersion: kueue.x-k8s.io/v1beta1\n")
+    assert flavor.fix.startswith("kubectl apply -f - <<'EOF'\napiVersion: kueue.x-k8s.io/v1beta2\n")
     assert flavor.fix.endswith("\nEOF")
     assert queue.message == (
         "ClusterQueue cluster-queue has no flavor 1xtpu7x-256: it needs google.com/tpu "

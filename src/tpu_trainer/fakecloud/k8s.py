@@ -1,6 +1,10 @@
 """Kubernetes objects of the fake cluster: kinds, the store, merge patches, and the Kueue and
 ConfigMap objects xpk writes (built here as xpk 1.16.0's templates write them, not with the
-tool's own builders, so a bug there is not copied into the fake)."""
+tool's own builders, so a bug there is not copied into the fake).
+
+Kueue v0.19 stores and serves ``kueue.x-k8s.io/v1beta2``: an object written as ``v1beta1`` (what
+xpk's templates say) is stored converted, its last-applied annotation keeping what was sent, and
+the write draws the CRD's deprecation warning."""
 
 from __future__ import annotations
 
@@ -14,7 +18,12 @@ from tpu_trainer.fakecloud.state import FAKE_NOW, State, next_id
 if TYPE_CHECKING:  # the fake tools never load a scenario: keep them quick to start
     from tpu_trainer.fakecloud.scenario import Scenario
 
-KUEUE = "kueue.x-k8s.io/v1beta1"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+"""The version Kueue stores and ``kubectl get`` returns."""
+XPK_KUEUE = "kueue.x-k8s.io/v1beta1"
+"""The version xpk's templates write (deprecated: served, converted, warned about)."""
+DEPRECATED_WARNING = "Warning: This version is deprecated. Use v1beta2 instead."
+"""What kubectl prints for a write in a deprecated Kueue version (the CRD's own text)."""
 CLUSTER_QUEUE = "cluster-queue"
 LOCAL_QUEUE = "multislice-queue"
 TPU_RESOURCE = "google.com/tpu"
@@ -109,6 +118,7 @@ def put(
         meta.setdefault("annotations", {})[_LAST_APPLIED] = (
             json.dumps(clean, separators=(",", ":")) + "\n"
         )
+    _to_stored_version(obj)
     if old is not None and _content(old) == _content(obj):
         return "unchanged"
     number = next_id(state)
@@ -119,6 +129,27 @@ def put(
     meta["generation"] = int(old_meta.get("generation", 0)) + 1
     state["k8s"][k] = obj
     return "configured" if old is not None else "created"
+
+
+def deprecated(obj: dict[str, Any]) -> bool:
+    """Whether a write of ``obj`` draws Kueue's deprecation warning."""
+    return obj.get("apiVersion") == XPK_KUEUE
+
+
+def _to_stored_version(obj: dict[str, Any]) -> None:
+    """A v1beta1 Kueue object as v1beta2 (ClusterQueue's renamed fields moved), in place."""
+    if not deprecated(obj):
+        return
+    obj["apiVersion"] = KUEUE
+    spec = obj.get("spec")
+    if obj.get("kind") != "ClusterQueue" or not isinstance(spec, dict):
+        return
+    if "cohort" in spec:
+        spec["cohortName"] = spec.pop("cohort")
+    checks = spec.pop("admissionChecks", None)
+    if checks:
+        strategy = spec.setdefault("admissionChecksStrategy", {})
+        strategy.setdefault("admissionChecks", []).extend({"name": n} for n in checks)
 
 
 def _content(obj: dict[str, Any]) -> Any:
@@ -155,7 +186,7 @@ def resource_flavor(name: str, accelerator: str | None, topology: str | None) ->
     if topology:
         labels["cloud.google.com/gke-tpu-topology"] = topology
     return {
-        "apiVersion": KUEUE,
+        "apiVersion": XPK_KUEUE,
         "kind": "ResourceFlavor",
         "metadata": {"name": name},
         "spec": {"nodeLabels": labels},
@@ -164,7 +195,7 @@ def resource_flavor(name: str, accelerator: str | None, topology: str | None) ->
 
 def cluster_queue(flavors: dict[str, int]) -> dict[str, Any]:
     return {
-        "apiVersion": KUEUE,
+        "apiVersion": XPK_KUEUE,
         "kind": "ClusterQueue",
         "metadata": {"name": CLUSTER_QUEUE},
         "spec": {
@@ -185,7 +216,7 @@ def cluster_queue(flavors: dict[str, int]) -> dict[str, Any]:
 
 def local_queue() -> dict[str, Any]:
     return {
-        "apiVersion": KUEUE,
+        "apiVersion": XPK_KUEUE,
         "kind": "LocalQueue",
         "metadata": {"name": LOCAL_QUEUE, "namespace": "default"},
         "spec": {"clusterQueue": CLUSTER_QUEUE},

@@ -191,6 +191,8 @@ def apply(args: list[str]) -> Handler:
         for source, obj in docs:
             kind = _applicable(source, obj)
             ray_k8s.admit(state, obj, source)
+            if k8s.deprecated(obj):
+                answer.err(k8s.DEPRECATED_WARNING)
             verb = k8s.put(state, obj, ns.namespace, applied=True)
             done.append((kind, obj))
             if not ns.output:  # printed as it goes: a later failure keeps the earlier lines

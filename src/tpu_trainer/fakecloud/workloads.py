@@ -13,12 +13,16 @@ import hashlib
 from typing import Any
 
 from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
 from tpu_trainer.fakecloud.state import FAKE_NOW, State
 from tpu_trainer.plan.slices import Slice
 
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 FINISHED_READS = 1_000_000
+RESTARTED_EXIT_CODES = frozenset({42, *range(127, 256)})
+"""Exit codes xpk's pod failure policy leaves to the JobSet's restarts (xpk 1.16.0's default
+``--restart-on-exit-codes``); any other fails the JobSet at once."""
 
 
 def new_workload(
@@ -83,31 +87,8 @@ def _containers(s: Slice, scenario: bool | None, flag: bool) -> list[str]:
 
 def kueue_blocker(state: State, wl: dict[str, Any]) -> str | None:
     """Why Kueue keeps the workload suspended (no pods), or None when it admits it."""
-    flavor = f"{wl['num_slices']}x{wl['device']}"
-    needed = wl["chips"] * wl["num_slices"]
-    if k8s.get(state, k8s.KINDS[2], k8s.LOCAL_QUEUE) is None:
-        return f"LocalQueue {k8s.LOCAL_QUEUE} doesn't exist"
-    if k8s.get(state, k8s.KINDS[0], flavor) is None:
-        return f"couldn't assign flavors to pod set slice-job: flavor {flavor} not found"
-    quota = k8s.flavor_quota(state, flavor)
-    if quota is None:
-        return (
-            f"couldn't assign flavors to pod set slice-job: resource {k8s.TPU_RESOURCE} "
-            f"unavailable in ClusterQueue {k8s.CLUSTER_QUEUE}"
-        )
-    if quota < needed:
-        return (
-            f"couldn't assign flavors to pod set slice-job: insufficient quota for "
-            f"{k8s.TPU_RESOURCE} in flavor {flavor}, request > maximum capacity "
-            f"({needed} > {quota})"
-        )
-    free = quota - int((state.get("kueue_in_use") or {}).get(flavor, 0))
-    if free < needed:
-        return (
-            f"couldn't assign flavors to pod set slice-job: insufficient unused quota for "
-            f"{k8s.TPU_RESOURCE} in flavor {flavor}, {needed - max(free, 0)} more needed"
-        )
-    return None
+    found = blocker(state, wl)
+    return None if found is None else found[1]
 
 
 def matching_pools(
@@ -284,38 +265,65 @@ def pods(state: State, jobset: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def jobset_uid(name: str) -> str:
+    """The JobSet's uid (stable for its name); Kueue labels its Workload with it."""
+    h = hashlib.sha256(f"jobset/{name}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+
+def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": FAKE_NOW,
+    }
+
+
+def jobset_conditions(wl: dict[str, Any], ph: str) -> list[dict[str, Any]]:
+    """The conditions JobSet v0.12's controller writes (pkg/constants): Kueue creates the JobSet
+    suspended and resumes it on admission; it ends Completed, or Failed by the failure policy
+    xpk gives every JobSet (``FailJobSet`` for a job failed by its pod failure policy, i.e. an
+    exit code xpk does not restart on; otherwise a restart, which ``maxRestarts: 0`` turns
+    into ``ReachedMaxRestarts``)."""
+    if ph == "Suspended":
+        return [_condition("Suspended", "True", "SuspendedJobs", "jobset is suspended")]
+    out = [_condition("Suspended", "False", "ResumeJobs", "jobset is resumed")]
+    if ph == "Succeeded":
+        out.append(
+            _condition("Completed", "True", "AllJobsCompleted", "jobset completed successfully")
+        )
+    elif ph == "Failed":
+        first = f"(first failed job: {wl['name']}-slice-job-0)"
+        if int(wl["exit_code"]) in RESTARTED_EXIT_CODES:
+            reason, text = (
+                "ReachedMaxRestarts",
+                "jobset failed due to reaching max number of restarts",
+            )
+        else:
+            reason, text = (
+                "FailJobSetFailurePolicyAction",
+                "applying FailJobSet failure policy action",
+            )
+        out.append(_condition("Failed", "True", reason, f"{text} {first}"))
+    return out
+
+
 def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
     ph = observe(state, wl)
-    conditions = []
-    if ph in ("Succeeded", "Failed"):
-        kind = "Completed" if ph == "Succeeded" else "Failed"
-        conditions.append(
-            {
-                "type": kind,
-                "status": "True",
-                "reason": f"AllJobs{kind}",
-                "lastTransitionTime": FAKE_NOW,
-            }
-        )
-    elif ph == "Suspended":
-        conditions.append(
-            {
-                "type": "Suspended",
-                "status": "True",
-                "reason": "JobSetSuspended",
-                "message": kueue_blocker(state, wl) or "",
-                "lastTransitionTime": FAKE_NOW,
-            }
-        )
-    status: dict[str, Any] = {"conditions": conditions}
-    if conditions and conditions[0]["type"] in ("Completed", "Failed"):
-        status["terminalState"] = conditions[0]["type"]
+    conditions = jobset_conditions(wl, ph)
+    status: dict[str, Any] = {"conditions": conditions, "restarts": 0}
+    ended = [c["type"] for c in conditions if c["type"] in ("Completed", "Failed")]
+    if ended:
+        status["terminalState"] = ended[0]
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {
             "name": wl["name"],
             "namespace": "default",
+            "uid": jobset_uid(wl["name"]),
             "creationTimestamp": FAKE_NOW,
             "labels": {
                 "kueue.x-k8s.io/queue-name": k8s.LOCAL_QUEUE,
@@ -323,6 +331,10 @@ def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
             },
         },
         "spec": {
+            "failurePolicy": {
+                "maxRestarts": 0,
+                "rules": [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+            },
             "replicatedJobs": [
                 {
                     "name": "slice-job",

@@ -18,11 +18,14 @@ from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandFailed, CommandRunner
+from tpu_trainer.launchers.gke.jobset import JobSetEnding, jobset_ending, suspended_message
 from tpu_trainer.launchers.gke.pods import JOBSET_LABEL, PodView, ordered, summarize
 from tpu_trainer.launchers.gke.scheduling import first_unscheduled, kueue_reason, workload_of
 from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
 
 KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+"""The label Kueue puts on a job's Workload: the job's (here the JobSet's) uid."""
 
 LineHandler = Callable[[str], None]
 _OTHER_HOSTS_TAIL = 400
@@ -122,21 +125,33 @@ class Follower:
         return f"the scheduler cannot place {pod}: {reason}"
 
     def _not_admitted(self) -> str:
-        """Why there are no pods yet: Kueue's reason on its Workload object, else the JobSet's
-        suspension."""
-        try:
-            workloads = self.kubectl.list_objects(KUEUE_WORKLOADS, namespace=self.namespace)
-        except CommandFailed:  # no Kueue API to ask: the JobSet still says it is suspended
-            workloads = []
-        reason = kueue_reason(workload_of(self.workload, workloads))
+        """Why there are no pods yet: Kueue's reason on the JobSet's Workload (found by the
+        ``kueue.x-k8s.io/job-uid`` label Kueue gives it), else the JobSet's suspension."""
+        jobset = self.kubectl.get("jobset", self.workload, self.namespace)
+        reason = kueue_reason(self._kueue_workload(jobset))
+        if reason is None:
+            reason = suspended_message(jobset)
         if reason is not None:
             return f"Kueue has not admitted {self.workload}: {reason}"
-        jobset = self.kubectl.get("jobset", self.workload)
-        for cond in ((jobset or {}).get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "Suspended" and cond.get("status") == "True":
-                reason = cond.get("message") or cond.get("reason") or "no reason given"
-                return f"Kueue has not admitted {self.workload}: {reason}"
         return f"waiting for Kueue to admit {self.workload} (no pods yet)"
+
+    def _kueue_workload(self, jobset: dict[str, Any] | None) -> dict[str, Any] | None:
+        uid = ((jobset or {}).get("metadata") or {}).get("uid")
+        selector = f"{JOB_UID_LABEL}={uid}" if uid else None
+        try:
+            found = self.kubectl.list_objects(
+                KUEUE_WORKLOADS, selector=selector, namespace=self.namespace
+            )
+        except CommandFailed:  # no Kueue API to ask: the JobSet still says it is suspended
+            return None
+        return workload_of(self.workload, found)
+
+    def ending(self) -> JobSetEnding | None:
+        """How the JobSet ended by its own conditions; None while running, or once deleted."""
+        try:
+            return jobset_ending(self.kubectl.get("jobset", self.workload, self.namespace))
+        except CommandFailed:
+            return None
 
     # ---- logs -------------------------------------------------------------------------
     def _stream(self, pod: PodView) -> tuple[int, list[Match]]:

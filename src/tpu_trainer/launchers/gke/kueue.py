@@ -8,8 +8,12 @@ xpk admits a workload of ``num_slices`` slices only when three things agree with
 * the ConfigMap ``<cluster>-resources-configmap`` (namespace ``default``) mapping the device
   (``tpu7x-256``) to the number of hosts of all slices.
 
-Builders here return plain dicts in Kueue's ``v1beta1`` API, as xpk writes them; every one of them
-validates against the real CRDs (see ``tpu_trainer.infra.crd``). ``kueue_findings`` turns the
+Builders here return plain dicts in Kueue's ``v1beta2`` API (the version Kueue v0.19 stores and
+serves; ``v1beta1``, which xpk's templates still write, is deprecated and the server warns on
+every write). A repair of an object read as ``v1beta1`` is written as ``v1beta2`` with the
+fields v1beta2 renamed moved (``spec.cohort`` → ``spec.cohortName``, ``spec.admissionChecks``
+→ ``spec.admissionChecksStrategy``). Every object validates against the real CRDs (see
+``tpu_trainer.infra.crd``). ``kueue_findings`` turns the
 current objects into problems, each with the exact command that fixes it. Nothing here runs.
 """
 
@@ -29,7 +33,8 @@ import yaml
 from tpu_trainer.errors import InputError
 from tpu_trainer.plan.slices import Slice
 
-API_VERSION = "kueue.x-k8s.io/v1beta1"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+DEPRECATED_API_VERSION = "kueue.x-k8s.io/v1beta1"
 CLUSTER_QUEUE = "cluster-queue"
 LOCAL_QUEUE = "multislice-queue"
 CONFIGMAP_NAMESPACE = "default"
@@ -119,9 +124,30 @@ def _applyable(current: Mapping[str, Any]) -> dict[str, Any]:
     notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != _LAST_APPLIED}
     if notes:
         clean_meta["annotations"] = notes
-    out = {"apiVersion": current.get("apiVersion", API_VERSION), "kind": current.get("kind")}
+    out = {"apiVersion": API_VERSION, "kind": current.get("kind")}
     out["metadata"] = clean_meta
-    out["spec"] = copy.deepcopy(current.get("spec") or {})
+    out["spec"] = as_v1beta2_spec(current.get("kind"), current.get("spec") or {})
+    return out
+
+
+def as_v1beta2_spec(kind: object, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A Kueue ``spec`` (v1beta1 or v1beta2) in v1beta2's field names.
+
+    Of the three kinds written here only ClusterQueue changed: ``cohort`` became
+    ``cohortName``, and the ``admissionChecks`` name list became
+    ``admissionChecksStrategy.admissionChecks`` entries.
+    """
+    out = copy.deepcopy(dict(spec))
+    if kind != "ClusterQueue":
+        return out
+    if "cohort" in out:
+        out.setdefault("cohortName", out.pop("cohort"))
+    checks = out.pop("admissionChecks", None)
+    if checks:
+        strategy = out.setdefault("admissionChecksStrategy", {})
+        listed = strategy.setdefault("admissionChecks", [])
+        known = {c.get("name") for c in listed}
+        listed.extend({"name": name} for name in checks if name not in known)
     return out
 
 

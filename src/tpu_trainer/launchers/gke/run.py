@@ -248,6 +248,10 @@ class GkeRun(Launcher):
         )
         result = self.svc.xpk.run(argv, timeout=self.wait_timeout_s + 600)
         verdict = wait_outcome(result.code)
+        ending = follower.ending()  # the JobSet's own Completed/Failed condition, when it has one
+        if ending is not None:
+            verdict = WaitOutcome.SUCCEEDED if ending.succeeded else WaitOutcome.FAILED
+            self.display.info(ending.describe(plan.workload_name))
         self.stages.done("follow", verdict.value)
         if verdict is WaitOutcome.SUCCEEDED:
             cut_short = interruption_in_log(self.log_path, steps_of(plan))
@@ -258,7 +262,9 @@ class GkeRun(Launcher):
             self.store.finish_run(self.run_id, RunStatus.SUCCEEDED)
             return
         message = {
-            WaitOutcome.FAILED: "the workload finished but failed",
+            WaitOutcome.FAILED: ending.describe(plan.workload_name)
+            if ending is not None
+            else "the workload finished but failed",
             WaitOutcome.TIMEOUT: f"the workload did not finish within {self.wait_timeout_s} s",
             WaitOutcome.ERROR: f"xpk could not wait for the workload (exit {result.code})",
         }[verdict]
