@@ -315,7 +315,7 @@ def _first_error(
     details = error.errors() if error is not None else []
     for name in data:
         if any(d["type"] == "extra_forbidden" and d["loc"] == (name,) for d in details):
-            close = difflib.get_close_matches(str(name), KEY_NAMES, n=1)
+            close = difflib.get_close_matches(str(name), (*KEY_NAMES, *_WATCHDOG_KEYS), n=1)
             hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEY_NAMES)}"
             return _fail(source, short(str(name)), "unknown key", hint, lines.get(str(name)))
     bad = {str(d["loc"][0]): d for d in details if d["loc"]}
