@@ -51,7 +51,7 @@ def test_a_bad_watchdog_value_names_the_key_its_line_and_the_fix(
     tmp_path: Path, line: str, problem: str
 ) -> None:
     error = read_error(tmp_path, VALID + line + "\n")
-    key = line.split(":")[0]
+    key = line.partition(":")[0]
     assert f"config.yaml:14: {key}: " in error.message
     assert problem in error.message
     assert f"`{key}: " in error.fix
