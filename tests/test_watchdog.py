@@ -91,11 +91,19 @@ def test_after_only_the_compile_step_the_start_up_deadline_applies_again() -> No
 
 def test_the_quiet_host_is_the_one_whose_last_line_is_the_oldest() -> None:
     dog = Watchdog(WatchdogSettings(k=2, min_stall_s=1), 0.0)
-    last = _steps(dog, [10.0, 5.0, 5.0])
-    dog.line(last - 12.0, "worker 3")  # went quiet before worker 0's last step
+    last = _steps(dog, [10.0, 5.0, 5.0, 5.0])
+    dog.line(last - 12.0, "worker 3")  # went quiet during training, before worker 0
     dog.line(last + 4.0, "worker 1")
     hang = dog.check(last + 10.0)
     assert hang is not None and hang.quiet_host == "worker 3"
+
+
+def test_a_host_that_only_logged_at_start_up_is_not_the_quiet_one() -> None:
+    dog = Watchdog(WatchdogSettings(k=2, min_stall_s=1), 0.0)
+    dog.line(1.0, "worker 1")  # "metrics are logged by worker 0"
+    last = _steps(dog, [10.0, 5.0, 5.0], start=2.0)
+    hang = dog.check(last + 10.0)
+    assert hang is not None and hang.quiet_host == "worker 0"
 
 
 def test_a_repeated_or_older_step_line_is_not_progress() -> None:
@@ -164,3 +172,35 @@ def test_the_start_up_deadline_comes_from_the_longest_compile_seen_for_the_model
     assert other.first_step_deadline_s == DEFAULT_FIRST_STEP_DEADLINE_S
     configured = watchdog_settings(store, "llama3-8b", "v6e-16", first_step_deadline_s=60)
     assert (configured.first_step_deadline_s, configured.deadline_source) == (60, "configured")
+
+
+def test_on_a_tpu_vm_every_workers_lines_feed_it_and_the_quiet_worker_is_named(
+    tmp_path: Path,
+) -> None:
+    from tpu_trainer.app.display import SilentDisplay
+    from tpu_trainer.frameworks.vm_program import LogFormat
+    from tpu_trainer.launchers.tpu_vm.follow import STEP_PARSERS, TrainFollower
+
+    clock = FakeClock()
+    cancel, done = threading.Event(), threading.Event()
+    watch = LogWatch(
+        WatchdogSettings(k=2, min_stall_s=1),
+        clock=clock,
+        parse=STEP_PARSERS[LogFormat.MAXTEXT],
+    )
+    follower = TrainFollower(
+        SilentDisplay(), LogFormat.MAXTEXT, tmp_path / "w0.log", str, cancel, watch=watch
+    )
+    for step in range(4):
+        clock.advance(10.0)
+        follower(0, f"completed step: {step}, seconds: 10.000, loss: 9.5")
+        if step < 2:
+            follower(1, f"worker 1 finished step {step}")  # then worker 1 goes quiet
+    follower.start_watchdog(done)
+    for _ in range(200):
+        if cancel.wait(0.01):
+            break
+    follower.close()
+    assert cancel.is_set() and watch.hang is not None
+    assert watch.hang.quiet_host == "worker 1"
+    assert watch.hang.message.startswith("hung after step 3 (worker 1 quiet since step 1, ")

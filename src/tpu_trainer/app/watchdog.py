@@ -77,11 +77,14 @@ class Watchdog:
     first_step_at: float | None = None
     _step_times: deque[float] = field(default_factory=lambda: deque(maxlen=STEADY_WINDOW))
     _last_line: dict[str, float] = field(default_factory=dict)
+    _step_at_line: dict[str, int | None] = field(default_factory=dict)
+    """The last step seen when each host last logged."""
     _steps_seen: int = 0
 
     def line(self, now: float, host: str) -> None:
         """``host`` logged something at ``now``."""
         self._last_line[host] = now
+        self._step_at_line[host] = self.last_step
 
     def step(self, now: float, host: str, step: int, seconds: float | None = None) -> None:
         """``host`` reported step ``step`` at ``now``; ``seconds`` is the step time the log
@@ -98,6 +101,7 @@ class Watchdog:
             self.first_step_at = now
         self._steps_seen += 1
         self.last_step, self.last_step_at = step, now
+        self._step_at_line[host] = step
 
     @property
     def steady_step_s(self) -> float | None:
@@ -136,16 +140,26 @@ class Watchdog:
             now,
             self.last_step_at,
             limit,
-            f"hung after step {self.last_step} ({quiet} quiet since step {self.last_step}, "
+            f"hung after step {self.last_step} ({quiet} quiet since {self._since(quiet)}, "
             f"{now - self.last_step_at:.0f} s without a new step; {why}",
             quiet,
         )
 
     def _quiet_host(self) -> str:
-        """The host whose last line is the oldest (ties: the first told of)."""
+        """The host whose last line is the oldest (ties: the first told of), among the hosts
+        that still logged once training began (a host that only prints at start-up is not
+        one that went quiet)."""
         if not self._last_line:
             return "every host"
-        return min(self._last_line, key=lambda h: self._last_line[h])
+        begun = self.first_step_at
+        active = {
+            h: t for h, t in self._last_line.items() if begun is None or t >= begun
+        } or self._last_line
+        return min(active, key=lambda h: active[h])
+
+    def _since(self, host: str) -> str:
+        step = self._step_at_line.get(host)
+        return "the start" if step is None else f"step {step}"
 
     def _hang(
         self, kind: HangKind, now: float, since: float, limit: float, text: str, quiet: str

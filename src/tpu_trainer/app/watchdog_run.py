@@ -9,6 +9,7 @@ event (the stream stops at once) and keeps the :class:`~tpu_trainer.app.watchdog
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.watchdog import (
@@ -31,11 +32,19 @@ HISTORY_RUNS = 5
 _STEP_WORD = "completed "
 
 
+def maxtext_step(line: str) -> StepRecord | None:
+    """A MaxText ``completed step:`` line's step (one substring search for other lines)."""
+    event = parse_completed(line) if _STEP_WORD in line else None
+    return event if isinstance(event, StepRecord) else None
+
+
 @dataclass
 class LogWatch:
     settings: WatchdogSettings
     clock: Clock = SYSTEM_CLOCK
     tick_s: float = TICK_S
+    parse: Callable[[str], StepRecord | None] = maxtext_step
+    """The program's step lines (MaxText's unless told otherwise)."""
     hang: Hang | None = None
     dog: Watchdog = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -46,9 +55,9 @@ class LogWatch:
     def feed(self, host: str, line: str) -> None:
         """One line of ``host``'s log, now."""
         now = self.clock.now()
-        event = parse_completed(line) if _STEP_WORD in line else None
+        event = self.parse(line)
         with self._lock:
-            if isinstance(event, StepRecord):
+            if event is not None:
                 self.dog.step(now, host, event.step, event.seconds)
             else:
                 self.dog.line(now, host)
