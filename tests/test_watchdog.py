@@ -204,3 +204,24 @@ def test_on_a_tpu_vm_every_workers_lines_feed_it_and_the_quiet_worker_is_named(
     assert cancel.is_set() and watch.hang is not None
     assert watch.hang.quiet_host == "worker 1"
     assert watch.hang.message.startswith("hung after step 3 (worker 1 quiet since step 1, ")
+
+
+def test_a_hang_after_step_workload_prints_up_to_that_step_and_never_finishes() -> None:
+    from tpu_trainer.fakecloud import workloads
+
+    log = "".join(f"completed step: {n}, seconds: 20.0, loss: 9.0\n" for n in range(10))
+    wl = {
+        "log": "start\n" + log,
+        "containers": ["jax-tpu"],
+        "hang": False,
+        "hang_after_step": 5,
+        "reads": workloads.FINISHED_READS,
+        "pending_polls": 1,
+        "running_polls": 1,
+        "exit_code": 0,
+    }
+    text = workloads.log_of(wl, 0, 0, "jax-tpu")
+    assert text.splitlines()[-1].startswith("completed step: 5,")
+    assert len(text.splitlines()) == 7
+    assert workloads.phase(wl) == "Running"
+    assert workloads.log_of(wl, 0, 1, "jax-tpu").startswith("I1122")  # other hosts unchanged
