@@ -113,6 +113,17 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "did not finish within 300s",
         "--megascale_grpc_interface_prefixes",
     ),
+    "megascale-hang-detected": (
+        "E1124 06:07:31.204518 139872 megascale_hang_detector.cc:152] Megascale hang detected: "
+        "Timed out waiting for 4 graphs to complete at launch_id 13650. Already completed: 100. "
+        "StepGloballyInProgress: true. Timeout: 1m",
+        "--megascale_abort_on_hangs=true",
+    ),
+    "megascale-slices-not-connected": (
+        "E1124 06:01:02.000000 139872 topology_coordinator.cc:97] TopologyCoordinator: Unable "
+        "to wait for all slices to connect",
+        "--megascale_topology_discovery_timeout",
+    ),
     "host-oom-killed": ("      Reason:       OOMKilled", "memory limit"),
     "host-allocation-warning": (
         "W tensorflow/tsl/framework/cpu_allocator_impl.cc:83] Allocation of 414988800 exceeds "

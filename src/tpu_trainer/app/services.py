@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.infra.runner import CommandResult, CommandRunner, Recorder, SubprocessRunner
 from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.store.db import RunStore
@@ -36,6 +37,8 @@ class Services:
     project: str
     run_id: str | None = None
     """The run the commands are recorded under (None: outside any run)."""
+    clock: Clock = SYSTEM_CLOCK
+    """The time the hang watchdog reads (a rehearsal's: the scenario's clock)."""
 
     @property
     def gcloud(self) -> Gcloud:
@@ -58,9 +61,13 @@ class Services:
 
 
 def recording_services(
-    store: RunStore, display: Display, project: str, env: Mapping[str, str] | None = None
+    store: RunStore,
+    display: Display,
+    project: str,
+    env: Mapping[str, str] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Services:
     """Services whose every command is recorded in the store (under no run until
     :meth:`Services.for_run`)."""
     runner = SubprocessRunner(env=env, recorder=recorder(store, None))
-    return Services(runner, store, display, project)
+    return Services(runner, store, display, project, clock=clock)

@@ -44,6 +44,7 @@ def run_on_tpu_vm(
 ) -> RunOutcome:
     """``program`` on every worker of a TPU VM made for the run (zone: the configured one unless
     given); with a recipe's ``plan`` the run also gets its model README section."""
+    from tpu_trainer.app.watchdog_run import watchdog_settings
     from tpu_trainer.catalog.accelerators import Precision
     from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
     from tpu_trainer.launchers.tpu_vm.spec import tpu_vm_spec
@@ -69,6 +70,14 @@ def run_on_tpu_vm(
         lang=lang,
         run_id=run_id,
         poll_seconds=poll,
+        watchdog=watchdog_settings(
+            services.store,
+            model,
+            slice_.device_type,
+            k=setup.config.watchdog_k,
+            first_step_deadline_s=setup.config.first_step_deadline,
+        ),
+        clock=services.clock,
     )
     return run.start()
 

@@ -73,10 +73,13 @@ def build(
         assert config is not None  # noqa: S101 (require=True never returns None)
         return Setup(recording_services(store, display, config.project_id), config, None)
     from tpu_trainer.fakecloud.rehearsal import reservation_notice
+    from tpu_trainer.fakecloud.scenario_clock import ScenarioClock
     from tpu_trainer.simcloud.rehearsal import prepare
 
     user_config = load_config(config_path, require=False)
     config, env, workdir = prepare(rehearse, user_config, dict(os.environ), fresh=fresh)
     display.info(f"rehearsal: fake cloud from {rehearse} (state in {workdir})")
     display.info(reservation_notice(config, user_config))
-    return Setup(recording_services(store, display, config.project_id, env), config, workdir)
+    clock = ScenarioClock(workdir / "state.json")
+    services = recording_services(store, display, config.project_id, env, clock=clock)
+    return Setup(services, config, workdir)

@@ -75,6 +75,10 @@ class Config:
     ``gcluster`` (``cluster_toolkit/run_recipe.sh``); unset: the one the folder has, xpk if both."""
     prices: Mapping[str, ChipPrice] = field(default_factory=dict)
     """Chip-hour price overrides by TPU family (``prices:``; see ``config/prices.py``)."""
+    watchdog_k: float | None = None
+    """A run hangs after no new step for this many steady step times (None: the default, 5)."""
+    first_step_deadline: float | None = None
+    """Seconds the first step may take (None: from this model's history, else 30 min)."""
     sources: Mapping[str, Source] = field(default_factory=dict)
     """Where each key's value came from."""
     path: Path | None = None
@@ -263,9 +267,42 @@ def _prices(raw: Any) -> Mapping[str, ChipPrice]:
         raise _problem(str(e), f"write it like `{PRICES_EXAMPLE}` (USD per chip-hour)") from None
 
 
-_FIELDS: dict[str, Any] = {
-    key.name: (Annotated[Any, BeforeValidator(_value(key))], None) for key in KEYS
-} | {"prices": (Annotated[Any, BeforeValidator(_prices)], None)}
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*(s|m|h)?$")
+_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_WATCHDOG_KEYS = ("watchdog_k", "first_step_deadline")
+"""Kept out of :data:`KEYS` (like ``prices``): numbers, not text for the plan's section."""
+
+
+def _positive(name: str, example: str) -> Callable[[Any], float]:
+    def check(raw: Any) -> float:
+        text = str(raw).strip() if isinstance(raw, int | float | str) else ""
+        found = _DURATION.match(text) if not isinstance(raw, bool) else None
+        if found is None or (found[2] and name == "watchdog_k"):
+            raise _problem(f"'{short(repr(raw))}' is not a positive number", f"write `{example}`")
+        value = float(found[1]) * _SECONDS[found[2] or "s"]
+        if value <= 0:
+            raise _problem("must be more than 0", f"write `{example}`")
+        return value
+
+    return check
+
+
+_FIELDS: dict[str, Any] = (
+    {key.name: (Annotated[Any, BeforeValidator(_value(key))], None) for key in KEYS}
+    | {"prices": (Annotated[Any, BeforeValidator(_prices)], None)}
+    | {
+        "watchdog_k": (
+            Annotated[Any, BeforeValidator(_positive("watchdog_k", "watchdog_k: 5"))],
+            None,
+        ),
+        "first_step_deadline": (
+            Annotated[
+                Any, BeforeValidator(_positive("first_step_deadline", "first_step_deadline: 45m"))
+            ],
+            None,
+        ),
+    }
+)
 _FileSchema: type[BaseModel] = create_model(
     "ConfigFile", __config__=ConfigDict(extra="forbid", frozen=True), **_FIELDS
 )
@@ -288,7 +325,7 @@ def _first_error(
     details = error.errors() if error is not None else []
     for name in data:
         if any(d["type"] == "extra_forbidden" and d["loc"] == (name,) for d in details):
-            close = difflib.get_close_matches(str(name), KEY_NAMES, n=1)
+            close = difflib.get_close_matches(str(name), (*KEY_NAMES, *_WATCHDOG_KEYS), n=1)
             hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEY_NAMES)}"
             return _fail(source, short(str(name)), "unknown key", hint, lines.get(str(name)))
     bad = {str(d["loc"][0]): d for d in details if d["loc"]}
@@ -298,7 +335,10 @@ def _first_error(
             return _fail(source, key.name, "missing", fix)
         if key.name in bad:
             return _reported(bad[key.name], source, key.name, lines)
-    return _reported(bad["prices"], source, "prices", lines) if "prices" in bad else None
+    for name in ("prices", *_WATCHDOG_KEYS):
+        if name in bad:
+            return _reported(bad[name], source, name, lines)
+    return None
 
 
 def _reported(found: Any, source: str, name: str, lines: Mapping[str, int]) -> ConfigError:
@@ -334,6 +374,9 @@ def config_from_mapping(
     prices = getattr(parsed, "prices", None)
     if prices:
         values["prices"] = prices
+    for name in _WATCHDOG_KEYS:
+        if getattr(parsed, name, None) is not None:
+            values[name] = getattr(parsed, name)
     sources = {name: Source(source, lines.get(name)) for name in values}
     if "region" not in values and "default_zone" in values:
         values["region"] = values["default_zone"].rsplit("-", 1)[0]

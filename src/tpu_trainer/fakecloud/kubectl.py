@@ -20,7 +20,7 @@ from tpu_trainer.fakecloud.kubectl_io import (
     selector_terms,
 )
 from tpu_trainer.fakecloud.kueue_workloads import kueue_workload_json
-from tpu_trainer.fakecloud.state import State
+from tpu_trainer.fakecloud.state import State, state_path
 
 _VERBS = ("get", "logs", "apply", "patch", "create", "delete", "config", "version")
 
@@ -154,6 +154,8 @@ def logs(args: list[str]) -> Handler:
         if ns.tail is not None and ns.tail >= 0:
             text = "".join(text.splitlines(keepends=True)[-ns.tail :] if ns.tail else [])
         answer.stdout.append(text)
+        if ns.follow and wl.get("hang_after_step") is not None and (j, i) == (0, 0):
+            answer.after = wls.silent_follow(state_path(), wl["name"])
 
     return run
 

@@ -23,6 +23,7 @@ from tpu_trainer.fakecloud.schema import (
     AnyText,
     Count,
     Flag,
+    MaybeCount,
     MaybeFlag,
     MaybeText,
     Names,
@@ -237,6 +238,9 @@ class WorkloadSpec:
     running_polls: Count = 1
     hang: Flag = False
     """True: the workload never finishes (waiting ends in a timeout, exit 124)."""
+    hang_after_step: MaybeCount = None
+    """Worker 0 stops logging after this step's line and the workload never finishes: its
+    ``kubectl logs -f`` stays open, silent, until it is stopped."""
     other_hosts_log: AnyText = None
     """What the other hosts print (default: one line saying worker 0 logs the metrics)."""
     tpus_taken: Flag = False
@@ -258,6 +262,7 @@ class WorkloadSpec:
                 "pending_polls",
                 "running_polls",
                 "hang",
+                "hang_after_step",
                 "parallel_containers",
                 "other_hosts_log",
                 "tpus_taken",

@@ -159,6 +159,9 @@ Text = Annotated[str, BeforeValidator(_text)]
 MaybeText = Annotated[str | None, BeforeValidator(_maybe_text)]
 AnyText = Annotated[str | None, BeforeValidator(_any_text)]
 Count = Annotated[int, BeforeValidator(whole_number)]
+MaybeCount = Annotated[
+    int | None, BeforeValidator(lambda v: None if v is None else whole_number(v))
+]
 Seconds = Annotated[float, BeforeValidator(_seconds)]
 Flag = Annotated[bool, BeforeValidator(_flag)]
 MaybeFlag = Annotated[bool | None, BeforeValidator(_maybe_flag)]

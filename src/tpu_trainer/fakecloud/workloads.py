@@ -10,12 +10,17 @@ RUNNING node pool in its zone matches the slice; otherwise every read (``kubectl
 from __future__ import annotations
 
 import hashlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud.common import Answer
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
-from tpu_trainer.fakecloud.state import FAKE_NOW, State
+from tpu_trainer.fakecloud.state import FAKE_NOW, State, read_state
 from tpu_trainer.plan.slices import Slice
 
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -64,6 +69,7 @@ def new_workload(
         "pending_polls": int(spec["pending_polls"]),
         "running_polls": int(spec["running_polls"]),
         "hang": bool(spec["hang"]),
+        "hang_after_step": spec.get("hang_after_step"),
         "tpus_taken": bool(spec.get("tpus_taken")),
         "log": str(spec["log"]),
         "other_hosts_log": spec.get("other_hosts_log"),
@@ -136,7 +142,7 @@ def phase(wl: dict[str, Any]) -> str:
     reads = wl["reads"]
     if reads <= wl["pending_polls"]:
         return "Pending"
-    if wl["hang"] or reads <= wl["pending_polls"] + wl["running_polls"]:
+    if hangs(wl) or reads <= wl["pending_polls"] + wl["running_polls"]:
         return "Running"
     return "Succeeded" if wl["exit_code"] == 0 else "Failed"
 
@@ -348,10 +354,16 @@ def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def hangs(wl: dict[str, Any]) -> bool:
+    """The workload never finishes (``hang``, or worker 0 stops logging at a step)."""
+    return bool(wl["hang"]) or wl.get("hang_after_step") is not None
+
+
 def log_of(wl: dict[str, Any], j: int, i: int, container: str) -> str:
-    """Worker 0 of slice 0 prints the scenario's log (its first container); others one line."""
+    """Worker 0 of slice 0 prints the scenario's log (its first container), up to the
+    ``hang_after_step`` step's line when set; others one line."""
     if j == 0 and i == 0 and container == wl["containers"][0]:
-        text = str(wl["log"])
+        text = _until_step(str(wl["log"]), wl.get("hang_after_step"))
         return text if text.endswith("\n") or not text else text + "\n"
     if wl.get("other_hosts_log"):
         text = str(wl["other_hosts_log"])
@@ -360,3 +372,28 @@ def log_of(wl: dict[str, Any], j: int, i: int, container: str) -> str:
         f"I1122 04:27:31.120000 139872 train.py:98] worker {i} of slice {j} "
         f"({container}) started; metrics are logged by worker 0\n"
     )
+
+
+def _until_step(text: str, step: int | None) -> str:
+    """``text`` up to and including the ``completed step: <step>,`` line."""
+    if step is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    for n, line in enumerate(lines):
+        if f"completed step: {step}," in line:
+            return "".join(lines[: n + 1])
+    return text
+
+
+def silent_follow(path: Path, workload: str, poll: float = 0.1) -> Callable[[Answer], None]:
+    """``kubectl logs -f`` of a host that stopped logging: print what it printed, then stay
+    open and silent until the workload is deleted (or the command is killed)."""
+
+    def wait(answer: Answer) -> None:
+        sys.stdout.write("".join(answer.stdout))
+        sys.stdout.flush()
+        answer.stdout.clear()
+        while workload in read_state(path)["workloads"]:
+            time.sleep(poll)
+
+    return wait

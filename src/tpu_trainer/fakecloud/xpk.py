@@ -138,7 +138,7 @@ def _wait(x: Xpk, state: State, name: str) -> int:
         f"kubectl wait --for=condition=Finished workload jobset-{name}-xxxxx --timeout={timeout or -1}s",
     )
     admitted = wls.kueue_blocker(state, wl) is None and wls.schedulable(state, wl)
-    if admitted and not wl["hang"]:
+    if admitted and not wls.hangs(wl):
         wl["reads"] = max(wl["reads"], wls.FINISHED_READS)
     finished = admitted and wls.phase(wl) in ("Succeeded", "Failed")
     link = (

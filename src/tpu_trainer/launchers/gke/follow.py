@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.watchdog import Hang
+from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.redact import Redactor
@@ -39,10 +41,12 @@ class FollowResult:
     fatal: list[Match] = field(default_factory=list)
     pods: list[PodView] = field(default_factory=list)
     message: str = ""
+    hang: Hang | None = None
+    """The watchdog's verdict when the run stopped making progress."""
 
     @property
     def failed_fast(self) -> bool:
-        return bool(self.fatal)
+        return bool(self.fatal) or self.hang is not None
 
 
 @dataclass
@@ -60,6 +64,8 @@ class Follower:
     """How long the pods may stay unscheduled (not admitted by Kueue, or not placed)."""
     namespace: str = "default"
     clock: Clock = SYSTEM_CLOCK
+    watch: LogWatch | None = None
+    """The hang watchdog, fed worker 0's lines while they stream."""
 
     def run(self) -> FollowResult:
         pods, why = self._wait_started()
@@ -70,9 +76,10 @@ class Follower:
         worker0 = pods[0]
         self.display.info(f"following {worker0.name} (container {worker0.main_container})")
         code, fatal = self._stream(worker0)
-        if not fatal:
+        hang = self.watch.hang if self.watch is not None else None
+        if not fatal and hang is None:
             fatal = self._scan_others(pods[1:])
-        return FollowResult(True, code, fatal, self._pods() or pods)
+        return FollowResult(True, code, fatal, self._pods() or pods, hang=hang)
 
     # ---- pods -------------------------------------------------------------------------
     def _raw_pods(self) -> list[dict[str, Any]]:
@@ -169,6 +176,7 @@ class Follower:
                     return
                 log.write(redact(line) + "\n")
                 self.on_line(line)
+                self._watched(line)
                 scanner.feed(line)
                 found = scanner.fatal
                 if found and not fatal:
@@ -180,6 +188,7 @@ class Follower:
                 target=self._watch_others, args=(cancel, done, fatal), daemon=True
             )
             watcher.start()
+            self._start_watchdog(cancel, done)
             try:
                 result = self.runner.run(
                     argv, on_line=handle, cancel=cancel, timeout=30 * 24 * 3600
@@ -188,6 +197,15 @@ class Follower:
                 done.set()
                 watcher.join(timeout=5)
         return result.code, fatal
+
+    def _watched(self, line: str) -> None:
+        if self.watch is not None:
+            self.watch.feed("worker 0", line)
+
+    def _start_watchdog(self, cancel: threading.Event, done: threading.Event) -> None:
+        """The hang watchdog beside the stream: a hang sets ``cancel`` like a fatal line."""
+        if self.watch is not None:
+            self.watch.start(cancel, done)
 
     def _watch_others(
         self, cancel: threading.Event, done: threading.Event, fatal: list[Match]

@@ -17,6 +17,7 @@ from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.services import Services
 from tpu_trainer.app.step_display import StepDisplay
+from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.runner import CommandFailed
@@ -213,6 +214,7 @@ class GkeRun(Launcher):
         self.stages.start("follow")
         from tpu_trainer.launchers.gke.follow import Follower
 
+        watch = self._watchdog(plan)
         follower = Follower(
             self.svc.kubectl,
             self.svc.runner,
@@ -224,8 +226,12 @@ class GkeRun(Launcher):
             poll_seconds=self.poll_seconds,
             start_timeout_s=self.wait_timeout_s,
             schedule_timeout_s=self.schedule_timeout_s,
+            watch=watch,
         )
         followed = follower.run()
+        if followed.hang is not None:
+            self._hung(followed.hang.message)
+            return
         if not followed.started and not followed.fatal:
             message = followed.message or "the workload's pods did not start"
             self.stages.done("follow", "failed", message)
@@ -269,6 +275,30 @@ class GkeRun(Launcher):
             WaitOutcome.ERROR: f"xpk could not wait for the workload (exit {result.code})",
         }[verdict]
         self.store.finish_run(self.run_id, RunStatus.FAILED, message)
+
+    def _watchdog(self, plan: Plan) -> LogWatch:
+        settings = watchdog_settings(
+            self.store,
+            plan.model,
+            plan.slice.device_type,
+            k=self.config.watchdog_k,
+            first_step_deadline_s=self.config.first_step_deadline,
+        )
+        return LogWatch(settings, clock=self.svc.clock)
+
+    def _hung(self, message: str) -> None:
+        """The watchdog's decision: the run fails, and what it holds is deleted at once (the
+        ``stop`` stage), before its steps are collected; the guard's teardown then finds
+        nothing left."""
+        self.stages.done("follow", "failed", message)
+        self.store.finish_run(self.run_id, RunStatus.FAILED, message[:2000])
+        self.display.warn(f"watchdog: {message}; stopping the run and tearing down")
+        self.stages.start("stop")
+        decided = self.svc.clock.now()
+        report = self._teardown().run(self.run_id)
+        took = self.svc.clock.now() - decided
+        detail = f"{report.summary()}; {took:.0f} s after the decision"
+        self.stages.done("stop", "ok" if report.clean else "failed", detail)
 
     @property
     def log_path(self) -> Path:

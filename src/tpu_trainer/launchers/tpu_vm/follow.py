@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.frameworks.hf import log as hf_transformers
 from tpu_trainer.frameworks.maxtext import log as maxtext_log
 from tpu_trainer.frameworks.tunix import program as tunix
@@ -107,6 +108,8 @@ class TrainFollower:
     cancel: threading.Event
     fatal: list[tuple[int, Match]] = field(default_factory=list)
     lines: int = 0
+    watch: LogWatch | None = None
+    """The hang watchdog, fed every worker's lines (it names the worker that went quiet)."""
     _scanners: dict[int, LiveScanner] = field(default_factory=dict)
     _times: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -125,11 +128,22 @@ class TrainFollower:
                 self._log.write(self.redact(line) + "\n")
                 self._log.flush()
                 self._show_step(line)
+            self._watched(worker, line)
             scanner = self._scanners.setdefault(worker, LiveScanner())
             scanner.feed(line)
             if not self.fatal and scanner.fatal:
                 self.fatal.append((worker, scanner.fatal[0]))
                 self.cancel.set()
+
+    def _watched(self, worker: int, line: str) -> None:
+        if self.watch is not None:
+            self.watch.feed(f"worker {worker}", line)
+
+    def start_watchdog(self, done: threading.Event) -> None:
+        """The hang watchdog beside the workers' logs: a hang sets ``cancel`` like a fatal
+        line, until ``done``."""
+        if self.watch is not None:
+            self.watch.start(self.cancel, done)
 
     def _show_step(self, line: str) -> None:
         step = STEP_PARSERS[self.log_format](line)

@@ -27,14 +27,22 @@ from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, record_results, store_metrics
+from tpu_trainer.app.watchdog import WatchdogSettings
+from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram, remote_run_dir
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandResult, CommandRunner
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
-from tpu_trainer.launchers.tpu_vm.follow import READERS, TrainFollower, WorkerLogTail
+from tpu_trainer.launchers.tpu_vm.follow import (
+    READERS,
+    STEP_PARSERS,
+    TrainFollower,
+    WorkerLogTail,
+)
 from tpu_trainer.launchers.tpu_vm.provision import VmProvisioner
 from tpu_trainer.launchers.tpu_vm.remote import (
     device_check_command,
@@ -85,6 +93,10 @@ class TpuVmRun(Launcher):
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     """Where the secrets (``program.secret_env``) are read from."""
     poll_seconds: float = 15.0
+    watchdog: WatchdogSettings | None = None
+    """The hang watchdog's settings (None: no watchdog)."""
+    clock: Clock = SYSTEM_CLOCK
+    """The time the watchdog reads (a rehearsal's: the scenario's clock)."""
     ready_timeout_s: float = 3600.0
     install_timeout_s: float = 3600.0
     train_timeout_s: float = 24 * 3600.0
@@ -229,9 +241,12 @@ class TpuVmRun(Launcher):
             self.run_dir / "worker0.log",
             self.redact,
             cancel,
+            watch=self._watch(),
         )
         send = {n: self.env[n] for n in self.program.secret_env if self.env.get(n)}
         self._training = True
+        done = threading.Event()
+        follower.start_watchdog(done)
         try:
             out = self._ssh(
                 train_command(self.program, self.run_id),
@@ -242,10 +257,14 @@ class TpuVmRun(Launcher):
                 send_env=send,
             )
         finally:
+            done.set()
             follower.close()
         if cancel.is_set():
-            self._stop()  # one worker failed: the others may still run
-        if follower.fatal or out.failed or not out.result.ok:
+            self._stop()  # one worker failed or hung: the others may still run
+        hang = follower.watch.hang if follower.watch is not None else None
+        if hang is not None:
+            message = hang.message
+        elif follower.fatal or out.failed or not out.result.ok:
             first = follower.fatal[0][0] if follower.fatal else None
             message, _ = self._worker_failure("training", out, first)
         else:
@@ -257,6 +276,12 @@ class TpuVmRun(Launcher):
         stages.done("train", "failed", message[:2000])
         self.store.finish_run(self.run_id, RunStatus.FAILED, message[:4000])
         self.display.warn(message)
+
+    def _watch(self) -> LogWatch | None:
+        if self.watchdog is None:
+            return None
+        parse = STEP_PARSERS[self.program.log_format]
+        return LogWatch(self.watchdog, clock=self.clock, parse=parse)
 
     def _results(self, outcome: RunOutcome) -> None:
         log = self.run_dir / "worker0.log"
