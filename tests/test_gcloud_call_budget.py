@@ -1,6 +1,6 @@
 """How many gcloud questions provisioning asks: every reservation in one list, the workload
 policy once per run, and no describe after a create whose own JSON answer says RUNNING (GKE) or
-READY (TPU VM). Each test fails if a call that was removed comes back."""
+READY (a TPU VM that is not spot). Each test fails if a call that was removed comes back."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud, created_node
 from tpu_trainer.launchers.tpu_vm.provision import VmProvisioner
-from tpu_trainer.launchers.tpu_vm.spec import TpuVmSpec
+from tpu_trainer.launchers.tpu_vm.spec import Provisioning, TpuVmSpec
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.db import RunStore
 
@@ -140,18 +140,25 @@ class TpuGcloud:
         return CommandResult(tuple(argv), 0, _node(state), "", 0.0)
 
 
-def _spec() -> TpuVmSpec:
+def _spec(provisioning: Provisioning = Provisioning.ON_DEMAND) -> TpuVmSpec:
     return TpuVmSpec(
         name="vm1", project="p", zone="us-central2-b", slice=Slice.parse("v4-8"),
-        runtime_version="tpu-ubuntu2204-base",
+        runtime_version="tpu-ubuntu2204-base", provisioning=provisioning,
     )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("state", "calls"), [("READY", ["create"]), ("CREATING", ["create", "describe"])]
+    ("state", "provisioning", "calls"),
+    [
+        ("READY", Provisioning.ON_DEMAND, ["create"]),
+        ("READY", Provisioning.RESERVED, ["create"]),
+        ("CREATING", Provisioning.ON_DEMAND, ["create", "describe"]),
+        # spot capacity can be taken back as soon as it is READY: it is looked at once more
+        ("READY", Provisioning.SPOT, ["create", "describe"]),
+    ],
 )
 def test_a_tpu_vm_create_that_answers_ready_is_not_described_again(
-    tmp_path: Path, state: str, calls: list[str]
+    tmp_path: Path, state: str, provisioning: Provisioning, calls: list[str]
 ) -> None:
     gcloud = TpuGcloud(state)
     store = RunStore(tmp_path / "runs.db")
@@ -161,7 +168,7 @@ def test_a_tpu_vm_create_that_answers_ready_is_not_described_again(
         plan_json=None,
     )  # fmt: skip
     cloud = TpuVmCloud(gcloud)
-    prov = VmProvisioner(store, cloud, SilentDisplay(), "r1", _spec(), poll_seconds=0)
+    prov = VmProvisioner(store, cloud, SilentDisplay(), "r1", _spec(provisioning), poll_seconds=0)
     node = prov.provision()
     assert node.state == "READY" and node.workers == ("10.0.0.0",)
     assert [a[4] for a in gcloud.argvs] == calls
