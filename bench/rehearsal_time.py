@@ -3,7 +3,9 @@
 Runs ``tpu-trainer train <recipe> --rehearse SCENARIO`` ``--runs`` times (default 3), each in
 a fresh folder (its own home, run store and rehearsal state), and prints each run's wall time,
 min/median/max, and how many gcloud, kubectl and xpk calls a run made (from the rehearsal's
-state file), with the gcloud command lines of the last run. A rehearsal needs the real gcloud
+state file), with the gcloud command lines of the last run. Then where the last run's time went
+(from its run store): each stage's wall time, and the seconds spent waiting for each tool's
+commands (calls made in parallel are each counted whole). A rehearsal needs the real gcloud
 (``gcloud``) and xpk's environment (``bash scripts/setup.sh dev``).
 
 Exit status: 0 when the median is at most 30 s, else 1 (also when a run fails).
@@ -14,13 +16,16 @@ Usage: python bench/rehearsal_time.py [--runs N] [--scenario FILE] [--recipe DIR
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from _timing import cli_path, median
@@ -61,8 +66,40 @@ def _env(folder: Path) -> dict[str, str]:
     }
 
 
-def rehearse(folder: Path, scenario: Path, recipe: Path) -> tuple[float, list[list[str]]]:
-    """One rehearsal in ``folder``: its wall time and the calls its fake cloud recorded."""
+@dataclass(frozen=True, slots=True)
+class Rehearsal:
+    seconds: float
+    calls: list[list[str]]
+    """Every call its fake cloud recorded."""
+    profile: list[str]
+    """Where the time went, as lines to print."""
+
+
+def profile(store: Path) -> list[str]:
+    """Stage wall times and command seconds per tool, from a run store."""
+    db = sqlite3.connect(store)
+    try:
+        stages = db.execute(
+            "SELECT name, finished_at - started_at FROM stages ORDER BY started_at"
+        ).fetchall()
+        commands = db.execute("SELECT argv, seconds FROM commands").fetchall()
+    finally:
+        db.close()
+    lines = ["  stage " + ", ".join(f"{name} {secs or 0:.1f} s" for name, secs in stages)]
+    per_tool: dict[str, list[float]] = {}
+    for argv, secs in commands:
+        tool = Path(json.loads(argv)[0]).name
+        per_tool.setdefault(tool, []).append(float(secs))
+    for tool, times in sorted(per_tool.items(), key=lambda kv: -sum(kv[1])):
+        lines.append(
+            f"  {tool:<8} {len(times):3d} calls {sum(times):6.1f} s "
+            f"(mean {sum(times) / len(times):.2f} s, max {max(times):.2f} s)"
+        )
+    return lines
+
+
+def rehearse(folder: Path, scenario: Path, recipe: Path) -> Rehearsal:
+    """One rehearsal in ``folder``: its wall time, calls and profile."""
     target = folder / "recipe"
     shutil.copytree(recipe, target)
     argv = [str(cli_path()), "train", str(target), "--rehearse", str(scenario)]
@@ -73,18 +110,20 @@ def rehearse(folder: Path, scenario: Path, recipe: Path) -> tuple[float, list[li
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"the rehearsal exited with {done.returncode}")
-    return elapsed, recorded_calls(folder / "rehearsal" / "state.json")
+    calls = recorded_calls(folder / "rehearsal" / "state.json")
+    return Rehearsal(elapsed, calls, profile(folder / "store" / "runs.db"))
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     times: list[float] = []
-    calls: list[list[str]] = []
+    last = Rehearsal(0.0, [], [])
     for i in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="rehearsal-time-") as tmp:
-            elapsed, calls = rehearse(Path(tmp), args.scenario, args.recipe)
-        times.append(elapsed)
-        print(f"run {i + 1}: {elapsed:.1f} s")
+            last = rehearse(Path(tmp), args.scenario, args.recipe)
+        times.append(last.seconds)
+        print(f"run {i + 1}: {last.seconds:.1f} s (load average {os.getloadavg()[0]:.1f})")
+    calls = last.calls
     counts = Counter(c[0] for c in calls)
     mid = median(times)
     print(
@@ -97,6 +136,8 @@ def main(argv: list[str]) -> int:
     for c in calls:
         if c[0] == "gcloud":
             print("  " + " ".join(c)[:160])
+    print("where the last run's time went:")
+    print("\n".join(last.profile))
     verdict = "PASS" if mid <= TARGET_S else "FAIL"
     print(f"\nmedian {mid:.1f} s (target <= {TARGET_S:.0f} s): {verdict}")
     return 0 if mid <= TARGET_S else 1

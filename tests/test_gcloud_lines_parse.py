@@ -48,7 +48,7 @@ def test_every_gcloud_line_of_a_gke_failover_rehearsal_parses(tmp_path: Path) ->
     verbs = _verbs(lines)
     for expected in (
         "auth list --format=json",
-        "beta compute reservations list --filter=name=res-exhausted",
+        "beta compute reservations list --filter=name=(res-exhausted res-degraded res-ok)",
         "beta container node-pools create tpt-",
         "container node-pools delete",
     ):

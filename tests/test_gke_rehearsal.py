@@ -90,13 +90,22 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
         ("res-ok", "created"),
     ]
     assert "res-exhausted" in proc.stderr and "res-degraded" in proc.stderr
-    creates = [
-        c
-        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
-        if c[:3] == ["xpk", "workload", "create"]
-    ]
+    calls = recorded_calls(tmp_path / "rehearsal" / "state.json")
+    creates = [c for c in calls if c[:3] == ["xpk", "workload", "create"]]
     assert len(creates) == 1
     assert "--zone=us-central1-c" in creates[0]
+    (run_id,) = db.execute("SELECT id FROM runs").fetchone()
+    gcloud = [" ".join(c[1:5]) for c in calls if c[0] == "gcloud"]
+    # Each gcloud call costs about a second of start-up; the run makes 16 and no more:
+    # auth list, clusters describe, node-pools list (the pools before the run), one reservations
+    # list for all three, node-pools list after each of the two xpk cluster adapt, the workload
+    # policy described and created once, node-pools create twice (exhausted, then made: its
+    # JSON answer says RUNNING, no describe after it), describe after the exhausted create;
+    # teardown: delete, describe, list (policy users), policy delete, list (verify).
+    assert len(gcloud) <= 16, gcloud
+    assert gcloud.count("beta compute reservations list") == 1
+    assert gcloud.count("compute resource-policies describe tpu7x-128-4x4x4-placement-policy") == 1
+    assert gcloud.count("container node-pools describe tpt-" + run_id[:8] + "-tpu7x-128") == 2
     zone, status = db.execute("SELECT zone, status FROM runs").fetchone()
     assert (zone, status) == ("us-central1-c", "succeeded")
     assert _pool_names(state) == ["default-pool"]

@@ -60,12 +60,11 @@ class Scripted:
     def run(self, argv: Sequence[str], **_options: object) -> CommandResult:
         self.argvs.append(list(argv))
         words = " ".join(argv)
-        if "reservations list" in words:  # demo-reservation-a has no zone configured
+        if "reservations list" in words:  # both reservations in one answer
             sick = _reservation("demo-reservation-a", "us-central1-ai1a", "DEGRADED", 2, 0)
-            return CommandResult(tuple(argv), 0, json.dumps([sick]), "", 0.0)
-        if "reservations describe" in words:
             full = _reservation("demo-reservation-b", "us-central1-c", "HEALTHY", 0, 8)
-            return CommandResult(tuple(argv), 0, json.dumps(full), "", 0.0)
+            other = _reservation("demo-reservation-b", "us-central1-b", "HEALTHY", 0, 0)
+            return CommandResult(tuple(argv), 0, json.dumps([other, sick, full]), "", 0.0)
         if "node-pools create" in words:
             return CommandResult(tuple(argv), 1, "", self.create_stderr, 0.0)
         return CommandResult(tuple(argv), 1, "", NOT_FOUND, 0.0)
@@ -100,6 +99,9 @@ def test_a_degraded_reservation_is_skipped_with_its_blocks_and_a_full_one_too(
     )
     shown = prov.display.messages  # type: ignore[attr-defined]
     assert any("demo-reservation-a (us-central1-ai1a, READY, DEGRADED" in m for m in shown)
+    # one question for every reservation; demo-reservation-b is the one in its configured zone
+    asked = [a for a in prov.gcloud.runner.argvs if "reservations" in a]  # type: ignore[attr-defined]
+    assert len(asked) == 1 and "--filter=name=(demo-reservation-a demo-reservation-b)" in asked[0]
 
 
 def _choice() -> Choice:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +121,22 @@ def parse_reservation(obj: dict[str, Any]) -> Reservation:
     )
 
 
+def created_pool(result: CommandResult) -> NodePool | None:
+    """The pool a successful ``node-pools create --format=json`` printed (gcloud waits for the
+    operation, then describes the pool: ``[{...}]``), or None when its output is not that."""
+    if not result.ok:
+        return None
+    try:
+        data = json.loads(result.stdout or "null")
+    except json.JSONDecodeError:
+        return None
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict) or not data.get("name"):
+        return None
+    return parse_node_pool(data)
+
+
 def _json(result: CommandResult) -> Any:
     try:
         return json.loads(result.stdout or "null")
@@ -214,7 +231,11 @@ class Gcloud:
         return parse_node_pool(_json(r))
 
     def create_node_pool(self, argv: list[str]) -> CommandResult:
-        """Run a ``gcloud beta container node-pools create`` built by plan.nodepool (no --project)."""
+        """Run a ``gcloud beta container node-pools create`` built by plan.nodepool (no --project),
+        asking for JSON: gcloud waits for the create and prints the pool it made (see
+        :func:`created_pool`)."""
+        if not any(a.startswith("--format") for a in argv):
+            argv = [*argv, "--format=json"]
         return self.runner.run(argv, timeout=7200)
 
     def delete_node_pool(self, cluster: str, region: str, name: str) -> CommandResult:
@@ -233,30 +254,24 @@ class Gcloud:
 
     # reservations -----------------------------------------------------------------------
     def reservation(self, name: str, zone: str | None) -> Reservation | None:
-        if zone:
-            r = self._run(
-                [
-                    "beta",
-                    "compute",
-                    "reservations",
-                    "describe",
-                    name,
-                    f"--zone={zone}",
-                    "--format=json",
-                ]
-            )
-            if r.ok:
-                return parse_reservation(_json(r))
-            if is_not_found(r):
-                return None
-            raise CommandFailed(r)
+        return self.reservations([(name, zone)])[0]
+
+    def reservations(self, refs: Sequence[tuple[str, str | None]]) -> list[Reservation | None]:
+        """Every ``(name, zone or None)`` asked with one ``reservations list``: for each, the
+        reservation of that name in that zone (any zone when None), or None when absent."""
+        if not refs:
+            return []
+        names = " ".join(dict.fromkeys(name for name, _ in refs))
         r = self._run(
-            ["beta", "compute", "reservations", "list", f"--filter=name={name}", "--format=json"]
+            ["beta", "compute", "reservations", "list", f"--filter=name=({names})", "--format=json"]
         )
         if not r.ok:
             raise CommandFailed(r)
         found = [parse_reservation(o) for o in _json(r) or []]
-        return found[0] if found else None
+        return [
+            next((f for f in found if f.name == name and (not zone or f.zone == zone)), None)
+            for name, zone in refs
+        ]
 
     # workload (placement) policies ------------------------------------------------------
     def resource_policy_exists(self, name: str, region: str) -> bool:

@@ -3,13 +3,18 @@ configured reservations in priority order, and return the zone to submit to."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool, is_already_exists
+from tpu_trainer.infra.gcloud import (
+    Cluster,
+    Gcloud,
+    NodePool,
+    created_pool,
+    is_already_exists,
+)
 from tpu_trainer.infra.gcloud_errors import FIXES, XpkFailure, classify
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandFailed, CommandResult
@@ -51,6 +56,8 @@ class Provisioner:
     attempts: list[Attempt] = field(default_factory=list)
     cluster: Cluster | None = None
     """The cluster as the prerequisites found it (not asked for again)."""
+    policy_ready: bool = False
+    """The workload policy is known to exist (asked or made once per run, not per attempt)."""
 
     # ---- entry point ------------------------------------------------------------------
     def ensure(self) -> Provisioned:
@@ -108,25 +115,23 @@ class Provisioner:
 
     # ---- capacity ---------------------------------------------------------------------
     def survey(self) -> list[Choice]:
-        """Ask every configured reservation, in parallel, for its zone, status and free hosts."""
-        reservations = self.config.reservations
-
-        def ask(i: int) -> Survey:
-            ref = reservations[i]
-            found = self.gcloud.reservation(ref.name, ref.zone)
-            if found is None:
-                return Survey(ref.name, ref.zone, None, None, found=False)
-            return Survey(
-                found.name,
-                found.zone or ref.zone,
-                found.status,
-                found.free_hosts,
-                health=found.health,
-                degraded_blocks=found.degraded_blocks,
+        """Ask for every configured reservation at once (one ``reservations list``): its zone,
+        status, health and free hosts."""
+        refs = self.config.reservations
+        found = self.gcloud.reservations([(ref.name, ref.zone) for ref in refs])
+        surveys = [
+            Survey(ref.name, ref.zone, None, None, found=False)
+            if res is None
+            else Survey(
+                res.name,
+                res.zone or ref.zone,
+                res.status,
+                res.free_hosts,
+                health=res.health,
+                degraded_blocks=res.degraded_blocks,
             )
-
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(reservations)))) as pool:
-            surveys = list(pool.map(ask, range(len(reservations))))
+            for ref, res in zip(refs, found, strict=True)
+        ]
         return order(surveys, self.slice.hosts * self.num_slices, self.config.region)
 
     def _note(self, choice: Choice, outcome: Outcome | Verdict, message: str = "") -> None:
@@ -291,7 +296,10 @@ class Provisioner:
     # ---- gcloud fallback --------------------------------------------------------------
     def _ensure_workload_policy(self) -> None:
         policy = self.slice.workload_policy
-        if policy is None or self.gcloud.resource_policy_exists(policy, self.config.region):
+        if policy is None or self.policy_ready:
+            return
+        if self.gcloud.resource_policy_exists(policy, self.config.region):
+            self.policy_ready = True
             return
         rid = self.store.resource_intent(
             self.run_id,
@@ -307,6 +315,7 @@ class Provisioner:
             self.store.resource_state(rid, ResourceState.ABSENT)
             raise CommandFailed(result, fix="check the project's Compute Engine permissions")
         self.store.resource_state(rid, ResourceState.CREATED if result.ok else ResourceState.ABSENT)
+        self.policy_ready = True
 
     def _gcloud_create(self, choice: Choice, zone: str, node_version: str) -> Provisioned | None:
         """One pool per slice from this reservation; if one cannot be made, the ones this run
@@ -353,7 +362,7 @@ class Provisioner:
             if result.ok:
                 self.store.resource_state(rid, ResourceState.CREATED)
                 try:
-                    self._wait_running(name)
+                    self._wait_created(name, created_pool(result))
                 except PoolInError:
                     self.display.warn(f"{name} went to ERROR: deleting it (it is this run's)")
                     self._delete_own(rid, name)
@@ -406,6 +415,14 @@ class Provisioner:
         self.store.resource_state(rid, ResourceState.DELETED)
 
     # ---- waiting ----------------------------------------------------------------------
+    def _wait_created(self, name: str, printed: NodePool | None) -> NodePool:
+        """After a create that succeeded: the pool gcloud printed when it is RUNNING (no need to
+        ask again), else wait for it as usual."""
+        if printed is not None and printed.name == name and printed.status == "RUNNING":
+            self.display.info(f"node pool {name} is RUNNING")
+            return printed
+        return self._wait_running(name)
+
     def _wait_running(self, name: str) -> NodePool:
         return wait_running(
             self.gcloud,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,13 +26,35 @@ from tpu_trainer.launchers.tpu_vm.spec import (
 )
 
 
+def created_node(result: CommandResult) -> TpuNode | None:
+    """The node a successful ``tpu-vm create --format=json`` printed (gcloud waits for the
+    operation, whose response is the node), or None when its output is not one."""
+    if not result.ok:
+        return None
+    try:
+        data = json.loads(result.stdout or "null")
+    except json.JSONDecodeError:
+        return None
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict) or not data.get("state"):
+        return None
+    return parse_node(data)
+
+
 @dataclass
 class TpuVmCloud:
     runner: CommandRunner
 
     def create(self, spec: TpuVmSpec) -> CommandResult:
-        """Create the VM (or its queued resource); creating waits for the operation."""
-        return self.runner.run(create_argv(spec), timeout=3 * 3600)
+        """Create the VM (or its queued resource); creating waits for the operation. A VM's
+        create asks for JSON: its output is then the node the operation made (see
+        :func:`created_node`)."""
+        argv = create_argv(spec)
+        if not spec.queued:
+            at = argv.index(spec.name) + 1
+            argv = [*argv[:at], "--format=json", *argv[at:]]
+        return self.runner.run(argv, timeout=3 * 3600)
 
     def node(self, name: str, zone: str, project: str) -> TpuNode | None:
         """The VM as described now, or None when it does not exist."""

@@ -16,8 +16,14 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.poll import Expired, Pending, SystemClock, Tick, wait_until
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
-from tpu_trainer.launchers.tpu_vm.spec import DEAD_STATES, QUEUED_DEAD, TpuNode, TpuVmSpec
+from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud, created_node
+from tpu_trainer.launchers.tpu_vm.spec import (
+    DEAD_STATES,
+    QUEUED_DEAD,
+    Provisioning,
+    TpuNode,
+    TpuVmSpec,
+)
 from tpu_trainer.launchers.tpu_vm.teardown import QUEUED_RESOURCE, TPU_VM
 from tpu_trainer.store.db import ResourceState, RunStore
 
@@ -113,7 +119,17 @@ class VmProvisioner:
             store.resource_state(rid, ResourceState.CREATED)
         if vm.queued:
             self._wait_queued()
-        node = self._wait_ready()
+        printed = created_node(result)
+        if (
+            printed is not None
+            and printed.name == vm.name
+            and printed.state == "READY"
+            and vm.provisioning is not Provisioning.SPOT
+        ):
+            node = printed  # the create's own answer: no need to ask again
+        else:
+            # spot capacity can be taken back the moment it is READY: look once more
+            node = self._wait_ready()
         self._check(node)
         return node
 
