@@ -37,6 +37,15 @@ WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
 ]
 PollOpt = Annotated[float, typer.Option("--poll", help="Seconds between status polls.")]
+AutoResumeOpt = Annotated[
+    int,
+    typer.Option(
+        "--auto-resume",
+        min=0,
+        help="Resume after up to N preemptions (GKE): capacity is found again through the same "
+        "reservations and MaxText restores its last durable checkpoint. Errors never resume.",
+    ),
+]
 ScheduleOpt = Annotated[
     int,
     typer.Option(
@@ -75,6 +84,7 @@ def train(
     skip_check: plan_cmd.SkipCheckOpt = None,
     ray_image: RayImageOpt = None,
     report_to_recipe: ReportToRecipeOpt = False,
+    auto_resume: AutoResumeOpt = 0,
 ) -> None:
     """Provision, submit, follow and always clean up one training run (or run it on this
     machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
@@ -144,6 +154,7 @@ def train(
         schedule_timeout_s=schedule_timeout,
         poll_seconds=poll,
         lang=lang,
+        auto_resume=auto_resume,
     )
     outcome = run.start()
     if report_to_recipe:
