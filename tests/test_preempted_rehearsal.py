@@ -3,6 +3,7 @@ with --auto-resume it comes back on the next reservation's capacity and finishes
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -89,7 +90,7 @@ def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path
     proc = _train(tmp_path, *RESUMED, "--auto-resume", "2", scenario=RECLAIMED)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    status, error, zone = db.execute("SELECT status, error, zone FROM runs").fetchone()
+    run_id, status, error, zone = db.execute("SELECT id, status, error, zone FROM runs").fetchone()
     assert (status, error, zone) == ("succeeded", None, "us-central1-b")
     segments = db.execute(
         "SELECT n, zone, cause, last_step, durable_step, restored_step, wasted_steps, "
@@ -116,7 +117,23 @@ def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path
     log = next((tmp_path / "store" / "runs").glob("*/worker0.log")).read_text(encoding="utf-8")
     assert "restoring from this run's directory step 30" in log
     assert "completed step: 31," in log.split("restoring from this run's directory")[1]
-    assert "1 interruption(s) resumed: 0 step(s) redone" in proc.stdout + proc.stderr
+    said = "1 interruption(s) resumed: 0 step(s) redone"
+    assert said in proc.stdout + proc.stderr
+    readme = next((tmp_path / "store" / "runs").glob("*/README.md")).read_text(encoding="utf-8")
+    assert said in readme  # the README row's note
+    show = subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", "show", run_id, "--json"],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    shown = json.loads(show.stdout)["segments"]
+    assert [(g["ended"], g["wasted_steps"]) for g in shown] == [
+        ("preempted", None),
+        ("finished", 0),
+    ]
     _nothing_left(tmp_path, db)
 
 

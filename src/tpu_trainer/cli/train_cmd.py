@@ -324,8 +324,11 @@ def resume(
     wait_timeout: WaitOpt = 24 * 3600,
     poll: PollOpt = 30.0,
     lang: LangOpt = ReportLang.ZH,
+    auto_resume: AutoResumeOpt = 0,
 ) -> None:
-    """Follow a crashed run's workload again, then collect, report and clean up as usual."""
+    """Follow a crashed run's workload again, then collect, report and clean up as usual; a
+    run that ended interrupted (preempted) starts a new segment on new capacity, where MaxText
+    restores its last durable checkpoint."""
     from datetime import datetime
 
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
@@ -352,6 +355,7 @@ def resume(
         poll_seconds=poll,
         lang=lang,
         run_id=run_id,
+        auto_resume=auto_resume,
     )
     _finish(run.resume())
 

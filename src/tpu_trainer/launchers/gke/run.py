@@ -98,17 +98,16 @@ class GkeRun(Launcher):
                 break
             left -= 1
             self._between_segments(cut)
-        self._say_interruptions()
         self._results(plan, outcome)
 
-    def _say_interruptions(self) -> None:
-        segments = self.store.segments(self.run_id)
-        resumed = [s for s in segments if s.n > 1]
+    def _interruptions(self) -> str:
+        """What the run's interruptions cost, for the display and the README row's note."""
+        resumed = [s for s in self.store.segments(self.run_id) if s.n > 1]
         if not resumed:
-            return
+            return ""
         wasted = sum(s.wasted_steps or 0 for s in resumed)
         recovery = sum(s.recovery_s or 0.0 for s in resumed)
-        self.display.info(
+        return (
             f"{len(resumed)} interruption(s) resumed: {wasted} step(s) redone, "
             f"{recovery:.1f} s from interruption to the next first step"
         )
@@ -144,7 +143,8 @@ class GkeRun(Launcher):
 
     def resume(self) -> RunOutcome:
         """Pick up a run whose process died after submitting: follow its workload again, then
-        collect, report and tear down as usual. Earlier stages are not replayed."""
+        collect, report and tear down as usual. Earlier stages are not replayed. A run that
+        ended interrupted (its workload gone) gets a new segment instead."""
         store = self.store
         row = store.run(self.run_id)
         if row is None:
@@ -157,6 +157,8 @@ class GkeRun(Launcher):
             (r for r in store.resources(self.run_id, states=LIVE_STATES) if r.kind == "workload"),
             None,
         )
+        if workload is None and row.status is RunStatus.INTERRUPTED:
+            return self._next_segment_of_stopped_run()
         if workload is None or not row.zone:
             raise InputError(
                 f"run {self.run_id} never submitted a workload, so there is nothing to follow",
@@ -180,6 +182,27 @@ class GkeRun(Launcher):
             self._results(plan, outcome)
 
         return self._guarded(outcome, body)
+
+    def _next_segment_of_stopped_run(self) -> RunOutcome:
+        """Capacity again, and the same workload name, so MaxText restores its checkpoint."""
+        names = [r.name for r in self.store.resources(self.run_id) if r.kind == "workload"]
+        if not names:
+            raise InputError(
+                f"run {self.run_id} never submitted a workload: there is nothing to resume",
+                fix="train again",
+            )
+        self.plan = replace(self.plan, workload_name=names[-1])
+        self.store.update_run(
+            self.run_id,
+            status=RunStatus.RUNNING,
+            error=None,
+            finished_at=None,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
+        self.display.info(f"resuming run {self.run_id}: {names[-1]} again on new capacity")
+        outcome = RunOutcome(self.run_id, RunStatus.RUNNING, workload=names[-1])
+        return self._guarded(outcome, lambda: self._launch(outcome=outcome))
 
     # ---- steps ---------------------------------------------------------------------------
     def _provision(self, plan: Plan, outcome: RunOutcome) -> str:
@@ -239,7 +262,10 @@ class GkeRun(Launcher):
         """Metrics into the store, and (with a steady state) a section in the model's README."""
         from tpu_trainer.app.results import record_results
 
-        recorded = record_results(self.stages, plan, self.log_path, self.lang)
+        interrupted = self._interruptions()
+        if interrupted:
+            self.display.info(interrupted)
+        recorded = record_results(self.stages, plan, self.log_path, self.lang, note=interrupted)
         if recorded is not None:
             outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
 
