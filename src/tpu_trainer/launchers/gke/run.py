@@ -164,14 +164,7 @@ class GkeRun(Launcher):
                 f"run {self.run_id} never submitted a workload, so there is nothing to follow",
                 fix=f"`tpu-trainer cleanup {self.run_id}`, then train again",
             )
-        store.update_run(
-            self.run_id,
-            status=RunStatus.RUNNING,
-            error=None,
-            finished_at=None,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-        )
+        self._running_again()
         zone = row.zone
         plan = replace(self.plan.with_zone(zone), workload_name=workload.name)
         self.display.info(f"resuming run {self.run_id}: following {workload.name}")
@@ -183,6 +176,17 @@ class GkeRun(Launcher):
 
         return self._guarded(outcome, body)
 
+    def _running_again(self) -> None:
+        """The stored run is this process's again, and running."""
+        self.store.update_run(
+            self.run_id,
+            status=RunStatus.RUNNING,
+            error=None,
+            finished_at=None,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
+
     def _next_segment_of_stopped_run(self) -> RunOutcome:
         """Capacity again, and the same workload name, so MaxText restores its checkpoint."""
         names = [r.name for r in self.store.resources(self.run_id) if r.kind == "workload"]
@@ -192,14 +196,7 @@ class GkeRun(Launcher):
                 fix="train again",
             )
         self.plan = replace(self.plan, workload_name=names[-1])
-        self.store.update_run(
-            self.run_id,
-            status=RunStatus.RUNNING,
-            error=None,
-            finished_at=None,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-        )
+        self._running_again()
         self.display.info(f"resuming run {self.run_id}: {names[-1]} again on new capacity")
         outcome = RunOutcome(self.run_id, RunStatus.RUNNING, workload=names[-1])
         return self._guarded(outcome, lambda: self._launch(outcome=outcome))
