@@ -137,14 +137,42 @@ def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path
     _nothing_left(tmp_path, db)
 
 
-def test_without_auto_resume_the_reclaimed_run_ends_interrupted(tmp_path: Path) -> None:
+def test_without_auto_resume_the_reclaimed_run_ends_interrupted_until_resumed(
+    tmp_path: Path,
+) -> None:
     proc = _train(tmp_path, *RESUMED, scenario=RECLAIMED)
     assert proc.returncode != 0
     db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    status, error = db.execute("SELECT status, error FROM runs").fetchone()
+    run_id, status, error = db.execute("SELECT id, status, error FROM runs").fetchone()
     assert status == "interrupted"
     assert error.startswith("interrupted at step 30 of 50 (preempted: ")
     assert "succeeded" not in proc.stdout
     (cause,) = db.execute("SELECT cause FROM segments").fetchone()
     assert cause == "preempted"
+    _nothing_left(tmp_path, db)
+    # `resume RUN`: a new segment on the next reservation, where MaxText restores step 30
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpu_trainer",
+            "resume",
+            run_id,
+            "--rehearse",
+            str(SCENARIOS / RECLAIMED),
+            "--poll",
+            "0.05",
+            "--wait-timeout",
+            "120",
+        ],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert db.execute("SELECT status, zone FROM runs").fetchone() == ("succeeded", "us-central1-b")
+    segments = db.execute("SELECT n, cause, restored_step, last_step FROM segments ORDER BY n")
+    assert segments.fetchall() == [(1, "preempted", None, 30), (2, None, 30, 49)]
     _nothing_left(tmp_path, db)

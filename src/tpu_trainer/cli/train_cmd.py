@@ -345,7 +345,12 @@ def resume(
     recipe = str(stored["recipe"])
     num_slices = stored_num_slices(stored)
 
-    opts = PlanOptions(user=current_user(), now=datetime.now(), num_slices=num_slices)
+    opts = PlanOptions(
+        user=current_user(),
+        now=datetime.now(),
+        num_slices=num_slices,
+        overrides=stored_overrides(stored),
+    )
     run = GkeRun(
         setup.services,
         setup.config,
@@ -365,3 +370,16 @@ def stored_num_slices(stored: Mapping[str, object]) -> int | None:
     slice_ = stored.get("slice")
     value = slice_.get("num_slices") if isinstance(slice_, Mapping) else None
     return value if isinstance(value, int) and value > 0 else None
+
+
+def stored_overrides(stored: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """The ``--set KEY=VALUE`` a stored plan was made with: a new segment of the run runs
+    MaxText with the same arguments."""
+    changes = stored.get("arg_changes")
+    if not isinstance(changes, list):
+        return ()
+    return tuple(
+        (str(c["key"]), str(c["after"]))
+        for c in changes
+        if isinstance(c, Mapping) and c.get("why") == "--set" and c.get("after") is not None
+    )
