@@ -25,20 +25,23 @@ def _train(
 ) -> subprocess.CompletedProcess[str]:
     recipe = tmp_path / "recipes" / "run"
     shutil.copytree(RECIPES_ROOT / RECIPES["tee-upload"], recipe)  # steps=30
+    return _rehearse(tmp_path, scenario, "train", str(recipe), *extra)
+
+
+def _rehearse(tmp_path: Path, scenario: str, *command: str) -> subprocess.CompletedProcess[str]:
+    """``tpu-trainer COMMAND ... --rehearse SCENARIO`` with quick polls."""
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "tpu_trainer",
-            "train",
-            str(recipe),
+            *command,
             "--rehearse",
             str(SCENARIOS / scenario),
             "--poll",
             "0.05",
             "--wait-timeout",
             "120",
-            *extra,
         ],
         env=cli_env(tmp_path),
         capture_output=True,
@@ -151,26 +154,7 @@ def test_without_auto_resume_the_reclaimed_run_ends_interrupted_until_resumed(
     assert cause == "preempted"
     _nothing_left(tmp_path, db)
     # `resume RUN`: a new segment on the next reservation, where MaxText restores step 30
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tpu_trainer",
-            "resume",
-            run_id,
-            "--rehearse",
-            str(SCENARIOS / RECLAIMED),
-            "--poll",
-            "0.05",
-            "--wait-timeout",
-            "120",
-        ],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    again = _rehearse(tmp_path, RECLAIMED, "resume", run_id)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert db.execute("SELECT status, zone FROM runs").fetchone() == ("succeeded", "us-central1-b")
     segments = db.execute("SELECT n, cause, restored_step, last_step FROM segments ORDER BY n")
