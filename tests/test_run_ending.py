@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from tpu_trainer.app.ending import interruption, interruption_in_log
+from tpu_trainer.app.ending import (
+    Cause,
+    cut_short,
+    interruption,
+    interruption_in_log,
+    wasted_steps,
+)
 from tpu_trainer.checks.resumability import check_resumability
+from tpu_trainer.fakecloud import maxtext_log as fake_log
+from tpu_trainer.fakecloud.scenario import DEFAULT_LOG
 from tpu_trainer.frameworks.maxtext.ending import StopReason, requested_steps, scan_ending
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Level
@@ -40,16 +48,32 @@ def test_the_sigterm_stop_its_step_and_the_last_durable_checkpoint_are_read() ->
     )
 
 
-def test_a_run_that_reached_its_last_step_or_stopped_for_another_reason_is_not_interrupted(
+def test_a_run_that_reached_its_last_step_or_its_target_is_not_interrupted(
     tmp_path: Path,
 ) -> None:
     assert interruption(scan_ending([*_steps(5), SIGTERM]), 5) is None  # all 5 steps done
-    assert interruption(scan_ending(_steps(3)), 5) is None  # no stop line: the log decides not
+    target = "Training stopped: Target loss 2.0 is achieved."
+    assert cut_short(scan_ending([*_steps(3), target]), 5) is None  # the framework was done
+    assert interruption(scan_ending(_steps(3)), None) is None  # no step count: nothing to judge
+    assert interruption(scan_ending(["no steps here"]), 5) is None  # no step line, no stop line
+    assert interruption_in_log(tmp_path / "missing.log", 5) is None
+
+
+def test_a_run_that_exits_before_its_last_step_is_never_succeeded() -> None:
+    """The strict rule: short of ``steps - 1`` a clean exit is an interruption, whatever the
+    reason; only a preemption is worth resuming."""
+    quiet = cut_short(scan_ending(_steps(3)), 5)
+    assert quiet is not None and quiet.cause is Cause.UNFINISHED and not quiet.resumable
+    assert quiet.message.startswith("interrupted at step 2 of 5 (the log ends before the last")
     data = "Training stopped: You may have run out of training data. Received StopIteration"
     ended = scan_ending([*_steps(3), data])
     assert ended.stop is StopReason.DATA_EXHAUSTED
-    assert interruption(ended, 5) is None  # a failure for diagnose, not a preemption
-    assert interruption_in_log(tmp_path / "missing.log", 5) is None
+    stopped = cut_short(ended, 5)
+    assert stopped is not None and stopped.cause is Cause.STOPPED and not stopped.resumable
+    assert "(data exhausted: You may have run out" in stopped.message
+    preempted = cut_short(scan_ending([*_steps(3), SIGTERM]), 50)
+    assert preempted is not None and preempted.resumable
+    assert preempted.message.startswith("interrupted at step 2 of 50 (preempted: ")
 
 
 def test_a_preemption_before_the_first_step_and_a_restore_are_said() -> None:
@@ -57,8 +81,10 @@ def test_a_preemption_before_the_first_step_and_a_restore_are_said() -> None:
     assert facts.restored_step == 30
     assert interruption(facts, 50) == (
         "interrupted before its first step (preempted: Job received termination signal "
-        "(SIGTERM).); no durable checkpoint"
+        "(SIGTERM).); last durable checkpoint: step 30"  # the one it restored still holds
     )
+    assert wasted_steps(facts) is None
+    assert wasted_steps(scan_ending(_steps(3))) == 3  # nothing kept: every step is redone
 
 
 def test_the_requested_steps_are_the_last_steps_argument() -> None:
@@ -98,3 +124,16 @@ def test_resumability_passes_what_can_resume_or_is_cheap_to_rerun() -> None:
     assert level is Level.PASS and "an interruption reruns it" in message
     level, message, _ = _finding(enable_autocheckpoint=True)
     assert "and on SIGTERM" in message
+
+
+def test_the_fake_workloads_logs_end_as_the_strict_rule_expects() -> None:
+    command = "train.py profiler_steps=3 steps=50 checkpoint_period=10 run_name=r"
+    assert fake_log.requested_steps(command) == 50
+    full = scan_ending(fake_log.default_log(DEFAULT_LOG, command).splitlines())
+    assert (full.last_step, cut_short(full, 50)) == (49, None)  # the recipe's steps, all of them
+    first = scan_ending(fake_log.reclaimed_log(DEFAULT_LOG, command, 30).splitlines())
+    cut = cut_short(first, 50)
+    assert cut is not None and cut.resumable
+    assert (first.last_step, first.durable_step, wasted_steps(first)) == (30, 30, 0)
+    second = scan_ending(fake_log.resumed_log(DEFAULT_LOG, command, 30).splitlines())
+    assert (second.restored_step, second.last_step, cut_short(second, 50)) == (30, 49, None)

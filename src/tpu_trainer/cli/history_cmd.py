@@ -104,6 +104,19 @@ def _details(store: RunStore, row: RunRow, ledger: Ledger) -> dict[str, Any]:
             for r in store.resources(row.id)
         ],
         "attempts": store.attempts(row.id),
+        "segments": [
+            {
+                "n": g.n,
+                "zone": g.zone,
+                "ended": g.cause or ("finished" if g.ended_at else "running"),
+                "last_step": g.last_step,
+                "durable_step": g.durable_step,
+                "restored_step": g.restored_step,
+                "wasted_steps": g.wasted_steps,
+                "recovery_s": g.recovery_s,
+            }
+            for g in store.segments(row.id)
+        ],
     }
 
 
@@ -126,6 +139,7 @@ def _show_text(store: RunStore, row: RunRow, limit: int | None, ledger: Ledger) 
         ("stages", data["stages"]),
         ("resources", data["resources"]),
         ("capacity attempts", data["attempts"]),
+        ("segments", data["segments"] if len(data["segments"]) > 1 else []),
     ):
         if not rows:
             continue

@@ -38,6 +38,15 @@ WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
 ]
 PollOpt = Annotated[float, typer.Option("--poll", help="Seconds between status polls.")]
+AutoResumeOpt = Annotated[
+    int,
+    typer.Option(
+        "--auto-resume",
+        min=0,
+        help="Resume after up to N preemptions (GKE): capacity is found again through the same "
+        "reservations and MaxText restores its last durable checkpoint. Errors never resume.",
+    ),
+]
 ScheduleOpt = Annotated[
     int,
     typer.Option(
@@ -77,6 +86,7 @@ def train(
     skip_check: plan_cmd.SkipCheckOpt = None,
     ray_image: RayImageOpt = None,
     report_to_recipe: ReportToRecipeOpt = False,
+    auto_resume: AutoResumeOpt = 0,
 ) -> None:
     """Provision, submit, follow and always clean up one training run (or run it on this
     machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
@@ -147,6 +157,7 @@ def train(
         schedule_timeout_s=schedule_timeout,
         poll_seconds=poll,
         lang=lang,
+        auto_resume=auto_resume,
     )
     outcome = run.start()
     if report_to_recipe:
@@ -331,8 +342,11 @@ def resume(
     wait_timeout: WaitOpt = 24 * 3600,
     poll: PollOpt = 30.0,
     lang: LangOpt = ReportLang.ZH,
+    auto_resume: AutoResumeOpt = 0,
 ) -> None:
-    """Follow a crashed run's workload again, then collect, report and clean up as usual."""
+    """Follow a crashed run's workload again, then collect, report and clean up as usual; a
+    run that ended interrupted (preempted) starts a new segment on new capacity, where MaxText
+    restores its last durable checkpoint."""
     from datetime import datetime
 
     from tpu_trainer.app.planning import Request, current_user, plan_with_config
@@ -349,7 +363,12 @@ def resume(
     recipe = str(stored["recipe"])
     num_slices = stored_num_slices(stored)
 
-    opts = PlanOptions(user=current_user(), now=datetime.now(), num_slices=num_slices)
+    opts = PlanOptions(
+        user=current_user(),
+        now=datetime.now(),
+        num_slices=num_slices,
+        overrides=stored_overrides(stored),
+    )
     run = GkeRun(
         setup.services,
         setup.config,
@@ -359,6 +378,7 @@ def resume(
         poll_seconds=poll,
         lang=lang,
         run_id=run_id,
+        auto_resume=auto_resume,
     )
     _finish(run.resume())
 
@@ -368,3 +388,16 @@ def stored_num_slices(stored: Mapping[str, object]) -> int | None:
     slice_ = stored.get("slice")
     value = slice_.get("num_slices") if isinstance(slice_, Mapping) else None
     return value if isinstance(value, int) and value > 0 else None
+
+
+def stored_overrides(stored: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """The ``--set KEY=VALUE`` a stored plan was made with: a new segment of the run runs
+    MaxText with the same arguments."""
+    changes = stored.get("arg_changes")
+    if not isinstance(changes, list):
+        return ()
+    return tuple(
+        (str(c["key"]), str(c["after"]))
+        for c in changes
+        if isinstance(c, Mapping) and c.get("why") == "--set" and c.get("after") is not None
+    )

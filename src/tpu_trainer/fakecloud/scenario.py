@@ -224,6 +224,10 @@ class KueueSpec:
         return keys(data, _fields(cls), optional=True)
 
 
+def _maybe_count(value: Any) -> int | None:
+    return None if value is None else at_least(0)(value)
+
+
 def _log(value: Any) -> str:
     if not isinstance(value, str):
         raise problem("expected text")
@@ -246,6 +250,11 @@ class WorkloadSpec:
     tpus_taken: Flag = False
     """Other pods hold the TPUs of every matching node: the scheduler never places the pods
     (PodScheduled False, ``Insufficient google.com/tpu``)."""
+    reclaim_after_step: Annotated[int | None, BeforeValidator(_maybe_count)] = None
+    """The slice is reclaimed after this step: worker 0 logs MaxText's SIGTERM stop and the
+    workload exits 0, its pods get a DisruptionTarget condition, its node pools go and their
+    reservations have no room left. The run's next workload restores the last durable
+    checkpoint (every ``checkpoint_period`` of the command) and reaches the last step."""
     parallel_containers: MaybeFlag = None
     """Containers per pod: None follows seed 001 (``jax-tpu`` on one host, ``jax-tpu-1`` and
     ``jax-tpu-2`` on multi-host slices); True/False force two/one for TPU v7 4-chip hosts."""
@@ -266,6 +275,7 @@ class WorkloadSpec:
                 "parallel_containers",
                 "other_hosts_log",
                 "tpus_taken",
+                "reclaim_after_step",
             ),
             optional=True,
         )

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud import maxtext_log as mlog
 from tpu_trainer.fakecloud.common import Answer
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
+from tpu_trainer.fakecloud.scenario import DEFAULT_LOG
 from tpu_trainer.fakecloud.state import FAKE_NOW, State, read_state
 from tpu_trainer.plan.slices import Slice
 
@@ -43,6 +45,7 @@ def new_workload(
 ) -> dict[str, Any]:
     """A workload record for ``num_slices`` slices of ``s`` (pod name suffixes drawn now)."""
     spec = state["workload_defaults"]
+    log, reclaim = _log(state, name, spec, command)
     suffixes = [
         [name_suffix(f"{name}/{state['seq']}/{j}/{i}") for i in range(s.hosts)]
         for j in range(num_slices)
@@ -71,9 +74,23 @@ def new_workload(
         "hang": bool(spec["hang"]),
         "hang_after_step": spec.get("hang_after_step"),
         "tpus_taken": bool(spec.get("tpus_taken")),
-        "log": str(spec["log"]),
+        "log": log,
+        "reclaim": reclaim,
         "other_hosts_log": spec.get("other_hosts_log"),
     }
+
+
+def _log(state: State, name: str, spec: dict[str, Any], command: str) -> tuple[str, bool]:
+    """Worker 0's log (see :mod:`maxtext_log`), and whether the slice is reclaimed under it."""
+    base = str(spec["log"])
+    after = spec.get("reclaim_after_step")
+    if after is None:
+        return (mlog.default_log(base, command) if base == DEFAULT_LOG else base), False
+    reclaimed = state.setdefault("reclaimed", {})
+    if name not in reclaimed:
+        reclaimed[name] = mlog.durable_before(int(after), command)
+        return mlog.reclaimed_log(base, command, int(after)), True
+    return mlog.resumed_log(base, command, reclaimed[name]), False
 
 
 def name_suffix(seed: str) -> str:
@@ -122,6 +139,8 @@ def matching_pools(
 
 
 def schedulable(state: State, wl: dict[str, Any]) -> bool:
+    if wl.get("reclaimed"):
+        return True  # it ran: its pods were placed before their slice went
     if wl.get("tpus_taken"):
         return False
     return len(matching_pools(state, wl)) >= int(wl["num_slices"])
@@ -130,12 +149,28 @@ def schedulable(state: State, wl: dict[str, Any]) -> bool:
 def observe(state: State, wl: dict[str, Any]) -> str:
     """One read of the workload; returns its phase: Suspended, Pending, Running, Succeeded,
     Failed."""
+    if wl.get("reclaimed"):
+        return phase(wl)  # its slice is gone: it stays as it ended
     if kueue_blocker(state, wl) is not None:
         return "Suspended"
     if not schedulable(state, wl):
         return "Unschedulable"
     wl["reads"] += 1
-    return phase(wl)
+    ph = phase(wl)
+    if wl.get("reclaim") and ph in ("Succeeded", "Failed"):
+        _reclaim(state, wl)
+    return ph
+
+
+def _reclaim(state: State, wl: dict[str, Any]) -> None:
+    """The slice under the workload is taken back: its pools go, their reservations are full."""
+    for pool in matching_pools(state, wl):
+        res = state["reservations"].get(pool.get("reservation") or "")
+        if res is not None:
+            res["capacity"] = "exhausted"
+            res["in_use_hosts"] = max(0, res["in_use_hosts"] - pool["hosts_held"])
+        del state["node_pools"][pool["name"]]
+    wl["reclaim"], wl["reclaimed"] = False, True
 
 
 def phase(wl: dict[str, Any]) -> str:
@@ -231,6 +266,15 @@ def _unschedulable(state: State, wl: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_DISRUPTED = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "TerminationByKubelet",
+    "message": "Pod was terminated in response to imminent node shutdown.",
+    "lastTransitionTime": FAKE_NOW,
+}
+
+
 def pod_json(
     state: State, wl: dict[str, Any], j: int, i: int, name: str, ph: str
 ) -> dict[str, Any]:
@@ -239,6 +283,8 @@ def pod_json(
     status: dict[str, Any] = {"phase": "Pending" if ph == "Unschedulable" else ph}
     if ph == "Unschedulable":
         status["conditions"] = [_unschedulable(state, wl)]
+    elif wl.get("reclaimed"):
+        status["conditions"] = [_DISRUPTED]
     else:
         pools = matching_pools(state, wl)
         pool = pools[j % len(pools)]["name"] if pools else "np"

@@ -101,4 +101,22 @@ MIGRATIONS: tuple[str, ...] = (
         estimate_json TEXT NOT NULL
     );
     """,
+    # 5: the segments of a run: each attempt on capacity, why it ended and what that cost
+    """
+    CREATE TABLE segments (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        n INTEGER NOT NULL,
+        zone TEXT,
+        started_at REAL NOT NULL,
+        first_step_at REAL,
+        ended_at REAL,
+        cause TEXT,
+        last_step INTEGER,
+        durable_step INTEGER,
+        restored_step INTEGER,
+        wasted_steps INTEGER,
+        recovery_s REAL,
+        PRIMARY KEY (run_id, n)
+    );
+    """,
 )
