@@ -16,7 +16,7 @@ from tpu_trainer.app.ending import (
 )
 from tpu_trainer.checks.resumability import check_resumability
 from tpu_trainer.fakecloud import maxtext_log as fake_log
-from tpu_trainer.fakecloud.scenario import DEFAULT_LOG
+from tpu_trainer.fakecloud.maxtext_log import DEFAULT_LOG
 from tpu_trainer.frameworks.maxtext.ending import StopReason, requested_steps, scan_ending
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.plan.plan import Level

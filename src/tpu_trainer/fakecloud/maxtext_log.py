@@ -14,6 +14,21 @@ from __future__ import annotations
 
 import re
 
+# The scenario's default worker-0 log: MaxText's start-up lines and its first three steps.
+DEFAULT_LOG = """\
+I1122 04:27:31.120000 139872 max_utils.py:273] Num_devices: 8
+I1122 04:27:35.410000 139872 train.py:112] number parameters: 8.030 billion
+I1122 04:29:46.380500 139872 metric_logger.py:265] completed step: 0, seconds: 125.311, \
+TFLOP/s/device: 0.054, Tokens/s/device: 941.329, total_weights: 65536, loss: 10.937, \
+lm_loss: 10.937, perplexity: 56244.406
+I1122 04:29:49.101200 139872 metric_logger.py:265] completed step: 1, seconds: 2.720, \
+TFLOP/s/device: 801.100, Tokens/s/device: 6024.110, total_weights: 65536, loss: 10.412, \
+lm_loss: 10.412, perplexity: 33251.120
+I1122 04:29:51.790100 139872 metric_logger.py:265] completed step: 2, seconds: 2.688, \
+TFLOP/s/device: 810.640, Tokens/s/device: 6095.870, total_weights: 65536, loss: 9.870, \
+lm_loss: 9.870, perplexity: 19341.700
+"""
+
 _STEP = (
     "I1122 {h:02d}:{m:02d}:{s:02d}.100000 139872 metric_logger.py:265] completed step: {step}, "
     "seconds: 2.700, TFLOP/s/device: 801.100, Tokens/s/device: 6024.110, total_weights: 65536, "

@@ -19,6 +19,7 @@ from pydantic import BeforeValidator, TypeAdapter, ValidationError, ValidationIn
 from pydantic.dataclasses import dataclass
 
 from tpu_trainer.errors import ConfigError
+from tpu_trainer.fakecloud.maxtext_log import DEFAULT_LOG
 from tpu_trainer.fakecloud.schema import (
     AnyText,
     Count,
@@ -50,20 +51,6 @@ RESERVATION_STATUSES = ("READY", "CREATING", "DELETING", "INVALID", "UPDATING")
 RESERVATION_HEALTH = ("HEALTHY", "DEGRADED")
 CAPACITIES = ("ok", "exhausted")
 DEFAULT_ACCOUNT = "trainer@example.com"
-
-DEFAULT_LOG = """\
-I1122 04:27:31.120000 139872 max_utils.py:273] Num_devices: 8
-I1122 04:27:35.410000 139872 train.py:112] number parameters: 8.030 billion
-I1122 04:29:46.380500 139872 metric_logger.py:265] completed step: 0, seconds: 125.311, \
-TFLOP/s/device: 0.054, Tokens/s/device: 941.329, total_weights: 65536, loss: 10.937, \
-lm_loss: 10.937, perplexity: 56244.406
-I1122 04:29:49.101200 139872 metric_logger.py:265] completed step: 1, seconds: 2.720, \
-TFLOP/s/device: 801.100, Tokens/s/device: 6024.110, total_weights: 65536, loss: 10.412, \
-lm_loss: 10.412, perplexity: 33251.120
-I1122 04:29:51.790100 139872 metric_logger.py:265] completed step: 2, seconds: 2.688, \
-TFLOP/s/device: 810.640, Tokens/s/device: 6095.870, total_weights: 65536, loss: 9.870, \
-lm_loss: 9.870, perplexity: 19341.700
-"""
 
 
 def _fields(cls: Any) -> tuple[str, ...]:

@@ -21,7 +21,6 @@ from tpu_trainer.fakecloud import maxtext_log as mlog
 from tpu_trainer.fakecloud.common import Answer
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
-from tpu_trainer.fakecloud.scenario import DEFAULT_LOG
 from tpu_trainer.fakecloud.state import FAKE_NOW, State, read_state
 from tpu_trainer.plan.slices import Slice
 
@@ -85,7 +84,7 @@ def _log(state: State, name: str, spec: dict[str, Any], command: str) -> tuple[s
     base = str(spec["log"])
     after = spec.get("reclaim_after_step")
     if after is None:
-        return (mlog.default_log(base, command) if base == DEFAULT_LOG else base), False
+        return (mlog.default_log(base, command) if base == mlog.DEFAULT_LOG else base), False
     reclaimed = state.setdefault("reclaimed", {})
     if name not in reclaimed:
         reclaimed[name] = mlog.durable_before(int(after), command)
