@@ -19,6 +19,9 @@ pytestmark = pytest.mark.e2e
 RECIPE = RECIPES["tee-upload"]  # mixtral-moe, 4k-fp8-tpu7x-4x4x4
 
 
+STEPS = ("--set", "steps=10")  # the scenario logs below reach step 9, the run's last step
+
+
 def _log(step_seconds: float, tflops: float, steps: int = 10) -> str:
     lines = ["I1122 04:27:31.120000 139872 max_utils.py:273] Num_devices: 128"]
     for n in range(steps):
@@ -102,6 +105,7 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
         str(fp8),
         "--rehearse",
         str(_scenario(tmp_path, "fp8", _log(2.2, 730.0))),
+        *STEPS,
         "--poll",
         "0.05",
         "--report-to-recipe",
@@ -113,6 +117,7 @@ def test_two_rehearsed_runs_report_and_compare(tmp_path: Path) -> None:
         str(bf16),
         "--rehearse",
         str(_scenario(tmp_path, "bf16", _log(2.75, 600.0))),
+        *STEPS,
         "--poll",
         "0.05",
     )
@@ -189,6 +194,7 @@ def test_resume_follows_a_crashed_run_to_the_end(tmp_path: Path) -> None:
             str(recipe),
             "--rehearse",
             str(scenario),
+            *STEPS,
             "--poll",
             "0.05",
         ],
