@@ -84,7 +84,7 @@ def test_teardown_waits_out_a_create_that_was_interrupted_then_deletes_the_pool(
     tmp_path: Path,
 ) -> None:
     # Each of gcloud's own polls of the create moves the scenario's clock on by its poll period:
-    # a create of 15 s outlasts the polls the client makes before the SIGTERM reaches it.
+    # a create of 15 s outlasts the polls the client makes before the signal reaches it.
     svc, _ = _cloud(tmp_path, _scenario(tmp_path, create_seconds=15))
     _run(svc.store, "0badf00d")
     rid = _owns(svc.store, "0badf00d", "nodepool", "tpt-0badf00d-tpu7x-128")
@@ -93,7 +93,8 @@ def test_teardown_waits_out_a_create_that_was_interrupted_then_deletes_the_pool(
     client = subprocess.Popen([*argv, f"--placement-policy={POLICY}"], env=env)
     while "tpt-0badf00d-tpu7x-128" not in _state(tmp_path)["node_pools"]:
         time.sleep(0.05)
-    client.send_signal(signal.SIGTERM)  # the client goes; GKE's create operation does not
+    # SIGKILL, not SIGTERM: a client that inherited SIGTERM as ignored would poll on to the end
+    client.send_signal(signal.SIGKILL)  # the client goes; GKE's create operation does not
     client.wait()
     assert _state(tmp_path)["node_pools"]["tpt-0badf00d-tpu7x-128"]["status"] == "PROVISIONING"
     report = _teardown(svc).run("0badf00d")
