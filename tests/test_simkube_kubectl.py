@@ -207,7 +207,8 @@ def test_kueue_v1beta2_apply_then_unchanged_keeps_generation(cluster: Cluster) -
 
 def test_kueue_v1beta1_write_gets_the_crds_deprecation_warning(cluster: Cluster) -> None:
     flavor = kueue.resource_flavor(Slice.parse("v6e-8"), 1)
-    assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+    assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    flavor["apiVersion"] = "kueue.x-k8s.io/v1beta1"  # as xpk's own templates still write it
     done = cluster.apply(flavor)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "resourceflavor.kueue.x-k8s.io/1xv6e-8 created"
