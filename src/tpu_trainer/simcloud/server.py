@@ -142,6 +142,38 @@ class Exchange:
     response_problems: tuple[str, ...]
 
 
+def serve_on_loopback(
+    answer: Callable[[BaseHTTPRequestHandler], None], protocol_version: str = "HTTP/1.0"
+) -> ThreadingHTTPServer:
+    """An HTTP server on 127.0.0.1 (a free port) that hands every GET, POST, PUT, PATCH and
+    DELETE to ``answer``, serving from daemon threads; stopped with ``shutdown()``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answer(self)
+
+        def do_POST(self) -> None:
+            answer(self)
+
+        def do_PUT(self) -> None:
+            answer(self)
+
+        def do_PATCH(self) -> None:
+            answer(self)
+
+        def do_DELETE(self) -> None:
+            answer(self)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: ARG002 (quiet)
+            return
+
+    Handler.protocol_version = protocol_version
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @dataclass
 class Emulator:
     """The server: ``start()`` gives the base URL; ``exchanges`` is every request answered."""
@@ -156,30 +188,7 @@ class Emulator:
     _last: float = field(default_factory=time.monotonic)
 
     def start(self) -> str:
-        emulator = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                emulator._answer(self)
-
-            def do_POST(self) -> None:
-                emulator._answer(self)
-
-            def do_DELETE(self) -> None:
-                emulator._answer(self)
-
-            def do_PUT(self) -> None:
-                emulator._answer(self)
-
-            def do_PATCH(self) -> None:
-                emulator._answer(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: ARG002 (quiet)
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_on_loopback(self._answer)
         threading.Thread(target=self._stop_when_idle, daemon=True).start()
         return self.base_url
 

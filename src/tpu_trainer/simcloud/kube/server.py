@@ -25,6 +25,7 @@ from tpu_trainer.simcloud.kube.openapi import openapi_v3
 from tpu_trainer.simcloud.kube.resources import registry
 from tpu_trainer.simcloud.kube.status import KubeError, path_not_found
 from tpu_trainer.simcloud.kube.watch import watch_events
+from tpu_trainer.simcloud.server import serve_on_loopback
 
 Obj = dict[str, Any]
 
@@ -49,32 +50,7 @@ class KubeServer:
     def start(self) -> str:
         """Serve from daemon threads; returns the base URL (``http://127.0.0.1:<port>``)."""
         registry()  # read the CRD files now, not in kubectl's first request
-        kube = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:
-                kube._answer(self)
-
-            def do_POST(self) -> None:
-                kube._answer(self)
-
-            def do_PUT(self) -> None:
-                kube._answer(self)
-
-            def do_PATCH(self) -> None:
-                kube._answer(self)
-
-            def do_DELETE(self) -> None:
-                kube._answer(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: ARG002 (quiet)
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_on_loopback(self._answer, protocol_version="HTTP/1.1")
         threading.Thread(target=self._stop_when_idle, daemon=True).start()
         return self.base_url
 
