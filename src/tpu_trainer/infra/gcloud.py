@@ -121,9 +121,9 @@ def parse_reservation(obj: dict[str, Any]) -> Reservation:
     )
 
 
-def created_pool(result: CommandResult) -> NodePool | None:
-    """The pool a successful ``node-pools create --format=json`` printed (gcloud waits for the
-    operation, then describes the pool: ``[{...}]``), or None when its output is not that."""
+def printed_object(result: CommandResult, key: str) -> dict[str, Any] | None:
+    """The one JSON object a successful ``--format=json`` command printed (alone or as a
+    one-item list) when it has ``key``, or None when its output is not that."""
     if not result.ok:
         return None
     try:
@@ -132,9 +132,16 @@ def created_pool(result: CommandResult) -> NodePool | None:
         return None
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
-    if not isinstance(data, dict) or not data.get("name"):
+    if not isinstance(data, dict) or not data.get(key):
         return None
-    return parse_node_pool(data)
+    return data
+
+
+def created_pool(result: CommandResult) -> NodePool | None:
+    """The pool a successful ``node-pools create --format=json`` printed (gcloud waits for the
+    operation, then describes the pool: ``[{...}]``), or None when its output is not that."""
+    data = printed_object(result, "name")
+    return None if data is None else parse_node_pool(data)
 
 
 def _json(result: CommandResult) -> Any:

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tpu_trainer.infra.gcloud import is_not_found
+from tpu_trainer.infra.gcloud import is_not_found, printed_object
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner, LineSink
 from tpu_trainer.launchers.tpu_vm.spec import (
     TpuNode,
@@ -29,17 +28,8 @@ from tpu_trainer.launchers.tpu_vm.spec import (
 def created_node(result: CommandResult) -> TpuNode | None:
     """The node a successful ``tpu-vm create --format=json`` printed (gcloud waits for the
     operation, whose response is the node), or None when its output is not one."""
-    if not result.ok:
-        return None
-    try:
-        data = json.loads(result.stdout or "null")
-    except json.JSONDecodeError:
-        return None
-    if isinstance(data, list) and len(data) == 1:
-        data = data[0]
-    if not isinstance(data, dict) or not data.get("state"):
-        return None
-    return parse_node(data)
+    data = printed_object(result, "state")
+    return None if data is None else parse_node(data)
 
 
 @dataclass
