@@ -24,6 +24,7 @@ from tpu_trainer.app.guard import teardown_always
 from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.app.services import Services, recording_services
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.simcloud.rehearsal import prepare
@@ -197,6 +198,30 @@ def test_a_workload_policy_another_live_run_uses_is_handed_over_not_reported_del
     assert POLICY not in _state(tmp_path)["resource_policies"]
     (res,) = [r for r in svc.store.resources() if r.id == policy]
     assert (res.run_id, res.state) == ("0bbbbbbb", ResourceState.DELETED)
+
+
+def test_a_run_with_a_pool_and_its_policy_lists_the_node_pools_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, _ = _cloud(tmp_path, _scenario(tmp_path, ["tpt-0aaaaaaa-tpu7x-128"]))
+    _run(svc.store, "0aaaaaaa")
+    svc.store.update_run("0aaaaaaa", pools_before=["default-pool"])
+    _owns(svc.store, "0aaaaaaa", "nodepool", "tpt-0aaaaaaa-tpu7x-128")
+    _owns(svc.store, "0aaaaaaa", "workload-policy", POLICY)
+    listed: list[tuple[str, str]] = []
+    real = Gcloud.node_pools
+
+    def counted(self: Gcloud, cluster: str, location: str) -> Any:
+        listed.append((cluster, location))
+        return real(self, cluster, location)
+
+    monkeypatch.setattr(Gcloud, "node_pools", counted)
+    report = _teardown(svc).run("0aaaaaaa")
+    assert report.clean, report.failed
+    assert report.deleted == ["nodepool tpt-0aaaaaaa-tpu7x-128", f"workload-policy {POLICY}"]
+    # the policy's users and the final check read one listing taken after the pool's delete
+    assert listed == [("demo-cluster", "us-central1")]
+    assert report.extra_pools == []
 
 
 def test_a_policy_used_by_a_pool_tpu_trainer_did_not_make_is_left_and_said_so(

@@ -37,11 +37,15 @@ class Teardown:
     poll_seconds: float = field(default=10.0, kw_only=True)
     wait_timeout_s: float = field(default=4 * 3600.0, kw_only=True)
     """How long to wait for a node pool's create to finish before it can be deleted."""
+    _listed: dict[tuple[str, str], list[str]] = field(default_factory=dict, init=False)
+    """Node pools listed since the last delete, by (cluster, location): a policy's users and
+    the final check ask the same question once."""
 
     def run(self, run_id: str) -> TeardownReport:
         """Delete every live resource of ``run_id``, newest kind first, and verify the pools.
         Every resource is tried, whatever happens to the others."""
         report = TeardownReport()
+        self._listed.clear()
         live = self.store.resources(run_id, states=LIVE_STATES)
         for res in sorted(live, key=lambda r: (_ORDER.get(r.kind, 9), -r.id)):
             try:
@@ -104,6 +108,7 @@ class Teardown:
         self.display.warn(f"could not delete {label}: {problem}; `tpu-trainer gc` retries")
 
     def _delete_pool(self, res: Resource, report: TeardownReport) -> None:
+        self._listed.clear()
         self._mark_deleting(res)
         deleter = PoolDeleter(self.gcloud, self.display, self.poll_seconds, self.wait_timeout_s)
         done = deleter.delete(res.cluster or "", res.location, res.name)
@@ -158,6 +163,7 @@ class Teardown:
         if not cluster:
             return []
         pools = self.gcloud.node_pools(cluster, res.location)
+        self._listed[(cluster, res.location)] = [p.name for p in pools]
         return [p.name for p in pools if p.placement_policy == res.name]
 
     def _owner_of_pool(self, pool: str) -> str | None:
@@ -178,17 +184,19 @@ class Teardown:
             return
         if self.dry_run:
             return
-        pools = self.gcloud.node_pools(run.cluster, run.region)
+        names = self._listed.get((run.cluster, run.region))
+        if names is None:
+            names = [p.name for p in self.gcloud.node_pools(run.cluster, run.region)]
         ours = {r.name for r in self.store.resources(run_id) if r.kind == "nodepool"}
-        for pool in pools:
-            if pool.name in run.pools_before:
+        for name in names:
+            if name in run.pools_before:
                 continue
-            if pool.name in ours:
-                if not any(f.startswith(f"nodepool {pool.name}:") for f in report.failed):
-                    report.failed.append(f"nodepool {pool.name} still present after delete")
+            if name in ours:
+                if not any(f.startswith(f"nodepool {name}:") for f in report.failed):
+                    report.failed.append(f"nodepool {name} still present after delete")
             else:
-                report.extra_pools.append(pool.name)
-        missing = set(run.pools_before) - {p.name for p in pools}
+                report.extra_pools.append(name)
+        missing = set(run.pools_before) - set(names)
         if missing:
             self.display.warn(
                 f"pools that existed before the run are gone: {sorted(missing)} "
