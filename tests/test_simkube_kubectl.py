@@ -105,10 +105,11 @@ class Cluster:
             context_name("demo-project", "us-central1", "demo-cluster"),
         )
         self.env = {"KUBECONFIG": str(kubeconfig), "HOME": str(root), "PATH": "/usr/bin:/bin"}
+        self.binary = _kubectl()
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [KUBECTL, *args],
+            [self.binary, *args],
             input=stdin,
             env=self.env,
             capture_output=True,
