@@ -161,3 +161,32 @@ def test_kueues_message_for_a_workload_xpk_created_and_the_scenarios_objects(
         queue = kube.json("get", "clusterqueue", "cluster-queue")
         quota = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
         assert quota["nominalQuota"] == 64
+
+
+def test_a_hung_worker_0_is_followed_silently_until_its_jobset_is_deleted(tmp_path: Path) -> None:
+    scenario = {
+        **SCENARIO,
+        "kueue": {"resource_flavors": ["1xv6e-8"], "cluster_queue": {"flavors": {"1xv6e-8": 8}}},
+        "workloads": {"pending_polls": 0, "hang_after_step": 1},
+    }
+    state = init_state(parse_scenario(scenario), tmp_path / "state.json")
+    with KubeServer(state, idle_seconds=120) as server:
+        kube = Kube(tmp_path, server)
+        assert kube.run("apply", "-f", "-", stdin=json.dumps(jobset("hung"))).returncode == 0
+        pods = kube.json("get", "pods", "-l", f"{JOBSET_NAME}=hung")["items"]
+        assert {p["status"]["phase"] for p in pods} == {"Running"}
+        follow = kube.follow("logs", "-f", pods[0]["metadata"]["name"], "-c", "jax-tpu")
+        try:
+            assert follow.stdout is not None
+            lines: list[str] = []
+            while not lines or "completed step: 1," not in lines[-1]:
+                lines.append(follow.stdout.readline())
+                assert lines[-1], "the log ended before step 1's line"
+            with pytest.raises(subprocess.TimeoutExpired):
+                follow.wait(timeout=1.0)  # silent and still open, as a hung host is
+            assert kube.run("delete", "jobset", "hung").returncode == 0
+            rest, _ = follow.communicate(timeout=30)
+        finally:
+            follow.kill()
+        assert rest == ""
+        assert follow.returncode == 0
