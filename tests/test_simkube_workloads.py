@@ -119,7 +119,10 @@ def test_a_jobset_runs_through_kueue_to_completion_and_is_deleted(kube: Kube) ->
     table = kube.run("get", "jobsets")
     header, row = table.stdout.splitlines()
     assert header.split()[:2] == ["NAME", "TERMINALSTATE"]
-    assert row.split()[:2] == ["train-run", "Completed"]
+    assert row.split()[:5] == ["train-run", "Completed", "0", "True", "false"]
+    queued = kube.run("get", "workloads").stdout.splitlines()
+    assert queued[0].split()[:5] == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED"]
+    assert queued[1].split()[1:4] == ["multislice-queue", "cluster-queue", "True"]
     done = kube.json("get", "jobset", "train-run")
     _valid(done)
     completed = _condition(done, "Completed")
