@@ -152,3 +152,20 @@ def test_the_client_runs_xpk_under_the_path_it_is_given() -> None:
     Xpk(spy, search_path=lambda: "/opt/xpk-bin:/usr/bin").run(["xpk", "workload", "list"])
     assert spy.calls == [("xpk", "workload", "list")]
     assert seen == [{"TELEMETRY_ENABLED": "false", "PATH": "/opt/xpk-bin:/usr/bin"}]
+
+
+def test_the_services_run_the_tools_xpk_and_a_fake_runner_keeps_its_path(tmp_path: Path) -> None:
+    from tpu_trainer.app.display import SilentDisplay
+    from tpu_trainer.app.services import Services
+    from tpu_trainer.infra.runner import DryRunRunner, SubprocessRunner
+
+    stand_in = tmp_path / "shims" / "xpk"
+    stand_in.parent.mkdir()
+    stand_in.write_text("", encoding="utf-8")
+    env = {**_env(tmp_path), XPK_ENV: str(stand_in)}
+    display = SilentDisplay()
+    for runner in (SubprocessRunner(env=env), DryRunRunner(SubprocessRunner(env=env))):
+        xpk = Services(runner, None, display, "demo-project").xpk  # type: ignore[arg-type]
+        assert xpk.search_path is not None
+        assert xpk.search_path() == f"{stand_in.parent}:/usr/bin"
+    assert Services(FakePip(), None, display, "p").xpk.search_path is None  # type: ignore[arg-type]
