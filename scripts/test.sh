@@ -12,17 +12,8 @@ bash scripts/setup.sh dev
 CACHE="${TPU_TRAINER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpu-trainer}"
 XPK_VERSION="$(.venv/bin/python -c 'from tpu_trainer.infra.tool_env import XPK_VERSION; print(XPK_VERSION)')"
 XPK_VENV="${CACHE}/xpk-${XPK_VERSION}"
-if ! TELEMETRY_ENABLED=false "${XPK_VENV}/bin/python" -c 'import xpk.parser.core' 2>/dev/null; then
-  echo "installing xpk ${XPK_VERSION} into ${XPK_VENV} (once; about 3 minutes)"
-  mkdir -p "${CACHE}"
-  rm -rf "${XPK_VENV}.partial"
-  python3 -m venv "${XPK_VENV}.partial"
-  "${XPK_VENV}.partial/bin/python" -m pip install --quiet --disable-pip-version-check "xpk==${XPK_VERSION}"
-  rm -rf "${XPK_VENV}"
-  mv "${XPK_VENV}.partial" "${XPK_VENV}"
-  # the venv's scripts name their interpreter by path: rewrite it after the move
-  sed -i "1s|${XPK_VENV}.partial|${XPK_VENV}|" "${XPK_VENV}"/bin/* 2>/dev/null || true
-fi
+# xpk in its own venv, installed by the tool itself (once; about 3 minutes), as on first use.
+TPU_TRAINER_CACHE="${CACHE}" .venv/bin/tpu-trainer runtime install xpk
 export TPU_TRAINER_XPK_PYTHON="${XPK_VENV}/bin/python"
 
 # The MaxText runtime (Python 3.12 venv, ~2.8 GB, minutes the first time) in the same cache.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -10,7 +12,13 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
-from tpu_trainer.infra.runner import CommandResult, CommandRunner, Recorder, SubprocessRunner
+from tpu_trainer.infra.runner import (
+    CommandResult,
+    CommandRunner,
+    DryRunRunner,
+    Recorder,
+    SubprocessRunner,
+)
 from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.store.db import RunStore
 
@@ -50,7 +58,22 @@ class Services:
 
     @property
     def xpk(self) -> Xpk:
-        return Xpk(self.runner)
+        env = _process_env(self.runner)
+        if env is None:
+            return Xpk(self.runner)
+        return Xpk(self.runner, search_path=lambda: self._xpk_path(env))
+
+    def _xpk_path(self, env: Mapping[str, str]) -> str:
+        """PATH with the tool's xpk 1.16 first, installed (once) with a live status line."""
+        from tpu_trainer.runtime.xpk_runtime import ensure_xpk
+
+        started = time.monotonic()
+
+        def progress(line: str) -> None:
+            self.display.waiting(f"xpk (first use): {line}", time.monotonic() - started)
+
+        folder = ensure_xpk(SubprocessRunner(env=env), progress, env)
+        return os.pathsep.join(p for p in (str(folder), env.get("PATH", "")) if p)
 
     def for_run(self, run_id: str) -> Services:
         """The same services, their commands recorded under ``run_id`` (when they record)."""
@@ -58,6 +81,15 @@ class Services:
         if isinstance(runner, SubprocessRunner) and runner.recorder is not None:
             runner = replace(runner, recorder=recorder(self.store, run_id))
         return replace(self, runner=runner, run_id=run_id)
+
+
+def _process_env(runner: CommandRunner) -> Mapping[str, str] | None:
+    """The environment real commands run in (None: a runner that runs nothing for real)."""
+    if isinstance(runner, DryRunRunner):
+        return _process_env(runner.inner)
+    if isinstance(runner, SubprocessRunner):
+        return runner.env if runner.env is not None else dict(os.environ)
+    return None
 
 
 def recording_services(

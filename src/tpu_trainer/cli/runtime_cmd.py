@@ -17,7 +17,7 @@ app = typer.Typer(
 @app.command("install")
 def install(
     name: Annotated[
-        str, typer.Argument(help="Runtime to install: maxtext, tunix, ray or hf.")
+        str, typer.Argument(help="Runtime to install: maxtext, tunix, ray, hf or xpk.")
     ] = "maxtext",
 ) -> None:
     """Create a runtime (once; reused after that)."""
@@ -26,6 +26,12 @@ def install(
     from tpu_trainer.runtime.manager import RAY, RUNTIMES
     from tpu_trainer.runtime.manager import install as do_install
 
+    if name == "xpk":
+        from tpu_trainer.runtime.xpk_runtime import install_xpk
+
+        folder = install_xpk(SubprocessRunner(), lambda line: typer.echo(line, err=True))
+        typer.echo(f"xpk: {folder / 'xpk'}")
+        return
     if name == RAY.name:
         from tpu_trainer.runtime.ray_runtime import install_ray
 
@@ -36,7 +42,7 @@ def install(
 
     spec = {**RUNTIMES, HF.name: HF}.get(name)
     if spec is None:
-        known = ", ".join([*RUNTIMES, RAY.name, HF.name])
+        known = ", ".join([*RUNTIMES, RAY.name, HF.name, "xpk"])
         raise InputError(f"no runtime called {name}", fix=f"use one of: {known}")
     python = do_install(spec, SubprocessRunner(), lambda line: typer.echo(line, err=True))
     typer.echo(f"{spec.key}: {python}")

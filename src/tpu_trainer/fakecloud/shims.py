@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tpu_trainer.fakecloud.state import STATE_ENV
+from tpu_trainer.runtime.xpk_runtime import XPK_ENV
 
 TOOLS = ("gcloud", "kubectl", "xpk")
 
@@ -37,5 +38,6 @@ def fake_cloud_env(
     env = dict(os.environ if base is None else base)
     env["PATH"] = os.pathsep.join(p for p in (str(bin_dir), env.get("PATH", "")) if p)
     env[STATE_ENV] = str(state_path)
+    env[XPK_ENV] = str(bin_dir / "xpk")
     env.setdefault("TELEMETRY_ENABLED", "false")
     return env

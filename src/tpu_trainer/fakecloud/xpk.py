@@ -211,9 +211,26 @@ def _handler(checked: dict[str, Any] | str) -> Handler:
     return run
 
 
+def _install_parser() -> None:
+    """xpk's parser lives in the tool's xpk venv: install it on first use (progress on stderr)."""
+    import os
+
+    from tpu_trainer.infra.runner import SubprocessRunner
+    from tpu_trainer.runtime.xpk_runtime import install_xpk
+
+    if os.environ.get("TPU_TRAINER_XPK_PYTHON"):
+        return
+
+    def progress(line: str) -> None:
+        sys.stderr.write(line + "\n")
+
+    install_xpk(SubprocessRunner(), progress)
+
+
 def check(argv: list[str]) -> dict[str, Any] | str:
     """xpk's parser's verdict: the parsed arguments, or the text xpk prints on stderr."""
     try:
+        _install_parser()
         verdict = check_xpk_argvs([argv])[0]
     except TpuTrainerError as e:
         return f"fake xpk: cannot check the command line with xpk's parser: {e.message} ({e.fix})\n"

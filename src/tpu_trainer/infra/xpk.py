@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -69,7 +70,12 @@ def wait_outcome(code: int) -> WaitOutcome:
 class Xpk:
     runner: CommandRunner
     env: dict[str, str] | None = None
+    search_path: Callable[[], str] | None = None
+    """The PATH under which ``xpk`` is the tool's xpk (called before each command, so xpk is
+    installed on first use); None: the runner's PATH as it is."""
 
     def run(self, argv: list[str], timeout: float = 7200) -> CommandResult:
         env = {"TELEMETRY_ENABLED": "false", **(self.env or {})}
+        if self.search_path is not None:
+            env["PATH"] = self.search_path()
         return self.runner.run(argv, timeout=timeout, env=env)

@@ -182,6 +182,10 @@ class KubeApi:
         )
 
     def _admit(self, t: Target, obj: Obj, validation: str) -> tuple[Obj, list[str]]:
+        # the server's decoder takes what the body leaves out from the request's path (the
+        # Kubernetes Python client sends neither field)
+        obj["apiVersion"] = obj.get("apiVersion") or t.resource.api_version
+        obj["kind"] = obj.get("kind") or t.resource.kind
         if obj.get("apiVersion") != t.resource.api_version or obj.get("kind") != t.resource.kind:
             raise bad_request(
                 f"the API version in the data ({obj.get('apiVersion')}) does not match the "

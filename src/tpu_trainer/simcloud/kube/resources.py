@@ -88,6 +88,20 @@ CORE: tuple[Resource, ...] = (
 )
 """Core ``v1`` kinds; nodes are read-only (they are the state's node pools)."""
 
+_RBAC = "rbac.authorization.k8s.io"
+BUILTIN: tuple[Resource, ...] = (
+    Resource("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",)),
+    Resource("apps", "v1", "deployments", "Deployment", True, ("deploy",), categories=("all",)),
+    Resource(_RBAC, "v1", "roles", "Role", True),
+    Resource(_RBAC, "v1", "rolebindings", "RoleBinding", True),
+    Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False),
+    Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
+)
+"""Built-in kinds xpk 1.16 reads or writes besides those: its Python client makes a
+ServiceAccount and RBAC objects before a workload; ``cluster adapt`` reads the JobSet and Kueue
+controllers' Deployments (``addons.py``) and applies its PriorityClasses."""
+
 
 @functools.cache
 def _crd_documents() -> tuple[Mapping[str, Any], ...]:
@@ -134,7 +148,7 @@ def _crd_resources(doc: Mapping[str, Any]) -> list[Resource]:
 @functools.cache
 def registry() -> tuple[Resource, ...]:
     """Every served resource: core v1 first, then each CRD's served versions in file order."""
-    out = list(CORE)
+    out = [*CORE, *BUILTIN]
     for doc in _crd_documents():
         out.extend(_crd_resources(doc))
     return tuple(out)

@@ -20,6 +20,8 @@ from typing import Any, cast
 from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud.state import State, clock, next_id
 from tpu_trainer.simcloud.kube import views
+from tpu_trainer.simcloud.kube.addons import NAMESPACES as ADDON_NAMESPACES
+from tpu_trainer.simcloud.kube.addons import addon_objects
 from tpu_trainer.simcloud.kube.conversion import served, to_storage
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.resources import Resource
@@ -109,9 +111,10 @@ def _all(state: State, resource: Resource, jobset: str | None = None) -> list[Ob
     if resource.plural == "namespaces" and not resource.group:
         names = {o["metadata"]["name"] for o in found}
         created = now(state)
-        found += [_namespace(n, created) for n in BUILTIN_NAMESPACES if n not in names]
+        always = (*BUILTIN_NAMESPACES, *ADDON_NAMESPACES)
+        found += [_namespace(n, created) for n in always if n not in names]
         found.sort(key=lambda o: str(o["metadata"]["name"]))
-    return found
+    return found + addon_objects(resource, now(state))
 
 
 def get(state: State, resource: Resource, namespace: str, name: str) -> Obj:

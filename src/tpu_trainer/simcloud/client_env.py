@@ -1,0 +1,45 @@
+"""The environment that keeps Google's Python client libraries (xpk's) on this machine.
+
+xpk 1.16 makes Google Cloud clients of its own beside its gcloud calls: a Cloud Storage client
+after every ``workload create`` (to grant the workload's service account access to its buckets;
+none for the tool's workloads, so it makes no request) and, without ``--project-number``, a
+Cloud Resource Manager client over gRPC. Making one needs Application Default Credentials and a
+project: a credentials file under the rehearsal folder whose token endpoint is the emulator (no
+refresh token reaches Google; the emulator accepts no secret), and the scenario's project.
+
+The APIs gcloud is sent to but that are not emulated (Monitoring, Resource Manager, Storage)
+are pointed at the emulator as well, so such a call is answered here (a 404), never by Google.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tpu_trainer.infra.files import atomic_write
+
+NOT_EMULATED = ("MONITORING", "CLOUDRESOURCEMANAGER", "STORAGE", "LOGGING", "IAM")
+"""gcloud's endpoint override names of APIs xpk's commands reach that the emulator lacks."""
+
+
+def client_env(base_url: str, config_dir: Path, project: str) -> dict[str, str]:
+    """Variables to add for xpk's Python clients and gcloud's other APIs (no trailing /)."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    adc = config_dir / "application_default_credentials.json"
+    credentials = {
+        "type": "authorized_user",
+        "client_id": "simulated-client",
+        "client_secret": "simulated",
+        "refresh_token": "simulated",
+        "token_uri": f"{base_url}/token",
+    }
+    atomic_write(adc, json.dumps(credentials, indent=2), mode=0o600, sync=False)
+    overrides = {
+        f"CLOUDSDK_API_ENDPOINT_OVERRIDES_{api}": f"{base_url}/{api.lower()}/"
+        for api in NOT_EMULATED
+    }
+    return {
+        "GOOGLE_APPLICATION_CREDENTIALS": str(adc),
+        "GOOGLE_CLOUD_PROJECT": project,
+        **overrides,
+    }
