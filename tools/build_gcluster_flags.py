@@ -140,6 +140,8 @@ def subcommand_of(source: str) -> tuple[str, dict[str, object]]:
         raise SystemExit("no `var XCmd = &cobra.Command{Use: ...}` in the sub-command's file")
     flags = flags_of(source, re.compile(f"(?P<cmd>{re.escape(found['var'])})" + _FLAG_TAIL))
     for name, allowed in _PRE_RUN_CHOICES.findall(source):
+        if name not in flags:
+            raise SystemExit(f"{found['use']}: a check allows values of --{name}, not a flag")
         flags[name]["choices"] = [c.strip() for c in allowed.split(",") if c.strip()]
     entry: dict[str, object] = {}
     exact = _EXACT_ARGS.search(source)
