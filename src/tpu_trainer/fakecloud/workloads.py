@@ -19,7 +19,7 @@ from typing import Any
 from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud import maxtext_log as mlog
 from tpu_trainer.fakecloud.common import Answer
-from tpu_trainer.fakecloud.jobset_shape import SHAPES, containers
+from tpu_trainer.fakecloud.jobset_shape import SHAPES, JobSetShape, containers
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
 from tpu_trainer.fakecloud.state import FAKE_NOW, State, read_state
@@ -314,7 +314,7 @@ def pods(state: State, jobset: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def _shape(wl: dict[str, Any]) -> Any:
+def _shape(wl: dict[str, Any]) -> JobSetShape:
     return SHAPES[str(wl.get("submitter") or "xpk")]
 
 
