@@ -89,16 +89,3 @@ def test_a_name_too_long_for_gcluster_stops_the_script(tmp_path: Path) -> None:
     assert calls == []
     assert "not a valid gcluster workload name" in err
     assert f"at most {GCLUSTER_NAME_MAX} characters" in err
-
-
-def test_train_refuses_to_run_a_gcluster_recipe_on_gke_for_now() -> None:
-    from tpu_trainer.cli.train_cmd import refuse_gcluster_run
-    from tpu_trainer.errors import InputError
-    from tpu_trainer.launch_path import LaunchPath
-
-    plan = _plan()
-    with pytest.raises(InputError) as caught:
-        refuse_gcluster_run(plan, LaunchPath.XPK)
-    assert "submits with gcluster" in str(caught.value)
-    assert "--submitter xpk" in caught.value.fix
-    refuse_gcluster_run(plan, LaunchPath.TPU_VM)  # the TPU VM path reads only the arguments

@@ -12,7 +12,10 @@ never built nor run):
 - ``Allowed values: a, b, c.`` in a flag's help: its choices;
 - ``len(workloadName) > N`` in the command's checks: the longest ``--name``;
 - the image rules of ``validateImageSources`` (``--image`` or ``--base-image``; ``--build-context``
-  with ``--base-image`` only), when their messages are in the source.
+  with ``--base-image`` only), when their messages are in the source;
+- the other sub-commands the tool runs (``cmd/job/{cancel,list,logs}.go``): the word after
+  ``gcluster job`` (``Use:``), how many positional arguments they take (``cobra.ExactArgs(N)``),
+  their own flags, and the choices a ``PreRunE`` check allows (``Allowed values are: ...``).
 
 Flags that recipes pass but the checkout does not define (the revision the store holds may
 predate the Cluster Toolkit the recipes pin) are listed with ``--assume NAME=KIND:EVIDENCE``;
@@ -35,11 +38,18 @@ import yaml
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "tpu_trainer" / "infra" / "gcluster_flags.yaml"
 FILES = ("cmd/job/job.go", "cmd/job/submit.go")
+SUB_FILES = ("cmd/job/cancel.go", "cmd/job/list.go", "cmd/job/logs.go")
 
-_FLAG = re.compile(
-    r"(?P<cmd>SubmitCmd|JobCmd)\.(?P<scope>Flags|PersistentFlags)\(\)\."
+_FLAG_TAIL = (
+    r"\.(?P<scope>Flags|PersistentFlags)\(\)\."
     r"(?P<kind>[A-Za-z]+?)Var(?P<p>P?)\(\s*&[\w.]+,\s*\"(?P<name>[a-z0-9-]+)\",\s*"
     r"(?:\"(?P<short>[a-zA-Z]?)\",\s*)?(?P<default>\"[^\"]*\"|[^,]+),\s*\"(?P<help>(?:[^\"\\]|\\.)*)\"\s*\)"
+)
+_FLAG = re.compile(r"(?P<cmd>SubmitCmd|JobCmd)" + _FLAG_TAIL)
+_COMMAND = re.compile(r"var (?P<var>\w+Cmd) = &cobra\.Command\{\s*Use:\s*\"(?P<use>[a-z]+)")
+_EXACT_ARGS = re.compile(r"Args:\s*cobra\.ExactArgs\((\d+)\)")
+_PRE_RUN_CHOICES = re.compile(
+    r"invalid value for --([a-z0-9-]+): %s\. Allowed values are: ([A-Za-z, ]+)"
 )
 _REQUIRED = re.compile(r"SubmitCmd\.MarkFlagRequired\(\"([a-z0-9-]+)\"\)")
 _NAME_MAX = re.compile(r"len\(workloadName\)\s*>\s*(\d+)")
@@ -102,9 +112,9 @@ def _default(raw: str, kind: str) -> object:
     return None  # nil, []string{} and the like: no default
 
 
-def flags_of(source: str) -> dict[str, dict[str, object]]:
+def flags_of(source: str, pattern: re.Pattern[str] = _FLAG) -> dict[str, dict[str, object]]:
     flags: dict[str, dict[str, object]] = {}
-    for m in _FLAG.finditer(source):
+    for m in pattern.finditer(source):
         kind = _KINDS.get(m["kind"])
         if kind is None:
             raise SystemExit(f"unknown flag kind {m['kind']}Var for --{m['name']}")
@@ -123,6 +133,24 @@ def flags_of(source: str) -> dict[str, dict[str, object]]:
     return dict(sorted(flags.items()))
 
 
+def subcommand_of(source: str) -> tuple[str, dict[str, object]]:
+    """One ``gcluster job`` sub-command's word, positional arguments and own flags."""
+    found = _COMMAND.search(source)
+    if found is None:
+        raise SystemExit("no `var XCmd = &cobra.Command{Use: ...}` in the sub-command's file")
+    flags = flags_of(source, re.compile(f"(?P<cmd>{re.escape(found['var'])})" + _FLAG_TAIL))
+    for name, allowed in _PRE_RUN_CHOICES.findall(source):
+        if name not in flags:
+            raise SystemExit(f"{found['use']}: a check allows values of --{name}, not a flag")
+        flags[name]["choices"] = [c.strip() for c in allowed.split(",") if c.strip()]
+    entry: dict[str, object] = {}
+    exact = _EXACT_ARGS.search(source)
+    if exact:
+        entry["args"] = int(exact[1])
+    entry["flags"] = flags
+    return found["use"], entry
+
+
 def build(git: Path, rev: str, assumed: list[str]) -> dict[str, object]:
     source = "\n".join(show(git, rev, path) for path in FILES)
     flags = flags_of(source)
@@ -139,7 +167,7 @@ def build(git: Path, rev: str, assumed: list[str]) -> dict[str, object]:
         "source": {"repository": "GoogleCloudPlatform/cluster-toolkit", "rev": rev},
         "commit": sha,
         "date": date,
-        "files": list(FILES),
+        "files": [*FILES, *SUB_FILES],
         "command": ["gcluster", "job", "submit"],
         "name": {
             "max_length": int(name_max[1]) if name_max else None,
@@ -147,6 +175,7 @@ def build(git: Path, rev: str, assumed: list[str]) -> dict[str, object]:
         },
         "flags": flags,
         "rules": rules,
+        "subcommands": dict(sorted(subcommand_of(show(git, rev, path)) for path in SUB_FILES)),
     }
     extra: dict[str, dict[str, object]] = {}
     for item in assumed:

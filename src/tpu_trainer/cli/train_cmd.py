@@ -136,7 +136,6 @@ def train(
         preflight_gate(plan, request)
     label = request + (f" --rehearse {rehearse}" if rehearse else "")
     path = (backend or Backend.GKE).launch_path
-    refuse_gcluster_run(plan, path)
     if path is LaunchPath.TPU_VM:
         vm_outcome = _train_on_tpu_vm(setup, plan, label, lang, poll)
         if report_to_recipe:
@@ -216,21 +215,6 @@ def preflight_gate(plan: Plan, request: str) -> None:
         fix=f"apply the fixes above (all checks: `tpu-trainer check {request}`), "
         "or pass --skip-check NAME (one check) or --skip-checks (all) to submit anyway",
     )
-
-
-def refuse_gcluster_run(plan: Plan, path: LaunchPath) -> None:
-    """A Cluster Toolkit recipe runs on GKE through xpk only for now: following, rehearsing and
-    tearing down a gcluster submission are not there yet."""
-    from tpu_trainer.errors import InputError
-
-    if path is LaunchPath.XPK and plan.recipe.submitter == "gcluster":
-        raise InputError(
-            f"{plan.recipe_script} submits with gcluster, and `train` follows, rehearses and "
-            "tears down GKE runs submitted through xpk only",
-            fix="pass --submitter xpk where the folder has an xpk/ variant, or write the "
-            "gcluster scripts with `tpu-trainer scripts REQUEST --submitter gcluster` and run "
-            "submit_<model>.sh yourself",
-        )
 
 
 def _warn_resumability(warned: Sequence[Finding]) -> None:

@@ -1,4 +1,4 @@
-"""Putting the fake tools on PATH: ``gcloud``, ``kubectl`` and ``xpk`` shell shims."""
+"""Putting the fake tools on PATH: ``gcloud``, ``kubectl``, ``xpk`` and ``gcluster`` shell shims."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 from tpu_trainer.fakecloud.state import STATE_ENV
 from tpu_trainer.runtime.xpk_runtime import XPK_ENV
 
-TOOLS = ("gcloud", "kubectl", "xpk")
+TOOLS = ("gcloud", "kubectl", "xpk", "gcluster")
 
 
 def write_shims(bin_dir: Path, python: str = sys.executable) -> None:
-    """Write executable ``#!/bin/sh`` scripts ``gcloud``, ``kubectl`` and ``xpk`` into ``bin_dir``
-    that run ``python -m tpu_trainer.fakecloud <tool> "$@"``."""
+    """Write an executable ``#!/bin/sh`` script for each of :data:`TOOLS` into ``bin_dir``
+    that runs ``python -m tpu_trainer.fakecloud <tool> "$@"``."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     for tool in TOOLS:
         path = bin_dir / tool

@@ -19,6 +19,7 @@ from typing import Any
 from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud import maxtext_log as mlog
 from tpu_trainer.fakecloud.common import Answer
+from tpu_trainer.fakecloud.jobset_shape import SHAPES, JobSetShape, containers
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
 from tpu_trainer.fakecloud.state import FAKE_NOW, State, read_state
@@ -41,8 +42,10 @@ def new_workload(
     image: str,
     command: str,
     parallel_flag: bool,
+    submitter: str = "xpk",
 ) -> dict[str, Any]:
-    """A workload record for ``num_slices`` slices of ``s`` (pod name suffixes drawn now)."""
+    """A workload record for ``num_slices`` slices of ``s`` (pod name suffixes drawn now), its
+    JobSet shaped as ``submitter`` (xpk or gcluster, see :mod:`jobset_shape`) makes it."""
     spec = state["workload_defaults"]
     log, reclaim = _log(state, name, spec, command)
     suffixes = [
@@ -65,7 +68,8 @@ def new_workload(
         "image": image,
         "command": command,
         "suffixes": suffixes,
-        "containers": _containers(s, spec.get("parallel_containers"), parallel_flag),
+        "submitter": submitter,
+        "containers": containers(s, submitter, spec.get("parallel_containers"), parallel_flag),
         "reads": 0,
         "exit_code": int(spec["exit_code"]),
         "pending_polls": int(spec["pending_polls"]),
@@ -96,15 +100,6 @@ def name_suffix(seed: str) -> str:
     """Five characters of Kubernetes' random-name alphabet (stable for a seed)."""
     digest = hashlib.sha256(seed.encode()).digest()
     return "".join(_SUFFIX_CHARS[b % len(_SUFFIX_CHARS)] for b in digest[:5])
-
-
-def _containers(s: Slice, scenario: bool | None, flag: bool) -> list[str]:
-    """``jax-tpu``, or ``jax-tpu-1``/``jax-tpu-2`` where TPU v7 hosts run two containers."""
-    two_per_host = s.accelerator.tensorcores_per_chip == 2 and s.chips_per_host == 4
-    parallel = flag or (s.multi_host if scenario is None else scenario)
-    if two_per_host and s.accelerator.multi_host_needs_workload_policy and parallel:
-        return ["jax-tpu-1", "jax-tpu-2"]
-    return ["jax-tpu"]
 
 
 def kueue_blocker(state: State, wl: dict[str, Any]) -> str | None:
@@ -185,7 +180,7 @@ def phase(wl: dict[str, Any]) -> str:
 def pod_names(wl: dict[str, Any]) -> list[tuple[int, int, str]]:
     """(slice, worker, pod name) for every pod of the workload."""
     return [
-        (j, i, f"{wl['name']}-slice-job-{j}-{i}-{suffix}")
+        (j, i, f"{wl['name']}-{_shape(wl).replicated_job}-{j}-{i}-{suffix}")
         for j, row in enumerate(wl["suffixes"])
         for i, suffix in enumerate(row)
     ]
@@ -291,14 +286,17 @@ def pod_json(
         code = wl["exit_code"]
         status["containerStatuses"] = [_container_status(c, ph, code) for c in wl["containers"]]
         status["podIP"] = f"10.{j + 8}.{i // 250}.{i % 250 + 2}"
+    shape = _shape(wl)
     labels = {
         "jobset.sigs.k8s.io/jobset-name": wl["name"],
-        "jobset.sigs.k8s.io/replicatedjob-name": "slice-job",
+        "jobset.sigs.k8s.io/replicatedjob-name": shape.replicated_job,
         "jobset.sigs.k8s.io/job-index": str(j),
         "jobset.sigs.k8s.io/restart-attempt": "0",
         "batch.kubernetes.io/job-completion-index": str(i),
-        "job-name": f"{wl['name']}-slice-job-{j}",
+        "job-name": f"{wl['name']}-{shape.replicated_job}-{j}",
     }
+    if shape.labels_pods:
+        labels[shape.workload_label] = wl["name"]
     meta = {"name": name, "namespace": "default", "creationTimestamp": FAKE_NOW, "labels": labels}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
@@ -314,6 +312,10 @@ def pods(state: State, jobset: str | None = None) -> list[dict[str, Any]]:
             continue
         out += [pod_json(state, wl, j, i, name, ph) for j, i, name in pod_names(wl)]
     return out
+
+
+def _shape(wl: dict[str, Any]) -> JobSetShape:
+    return SHAPES[str(wl.get("submitter") or "xpk")]
 
 
 def jobset_uid(name: str) -> str:
@@ -346,7 +348,7 @@ def jobset_conditions(wl: dict[str, Any], ph: str) -> list[dict[str, Any]]:
             _condition("Completed", "True", "AllJobsCompleted", "jobset completed successfully")
         )
     elif ph == "Failed":
-        first = f"(first failed job: {wl['name']}-slice-job-0)"
+        first = f"(first failed job: {wl['name']}-{_shape(wl).replicated_job}-0)"
         if int(wl["exit_code"]) in RESTARTED_EXIT_CODES:
             reason, text = (
                 "ReachedMaxRestarts",
@@ -378,7 +380,7 @@ def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
             "creationTimestamp": FAKE_NOW,
             "labels": {
                 "kueue.x-k8s.io/queue-name": k8s.LOCAL_QUEUE,
-                "xpk.google.com/workload": wl["name"],
+                _shape(wl).workload_label: wl["name"],
             },
         },
         "spec": {
@@ -388,7 +390,7 @@ def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
             },
             "replicatedJobs": [
                 {
-                    "name": "slice-job",
+                    "name": _shape(wl).replicated_job,
                     "replicas": wl["num_slices"],
                     "template": {"spec": {"parallelism": wl["hosts"], "completions": wl["hosts"]}},
                 }

@@ -1,5 +1,5 @@
-"""Steps several fake ``xpk`` commands share: get-credentials, the slice a command names, and
-the workload resource policy TPU v7 multi-host slices need."""
+"""Steps several fake ``xpk`` (and ``gcluster``) commands share: get-credentials, the slice a
+command names, and the workload resource policy TPU v7 multi-host slices need."""
 
 from __future__ import annotations
 
@@ -19,13 +19,7 @@ def credentials(x: Xpk, state: State) -> str:
         f"--dns-endpoint --project={project}"
     )
     x.task(f"get-credentials-dns-endpoint to cluster {cluster}", command)
-    c = state["cluster"]
-    if not (
-        c["exists"]
-        and c["name"] == cluster
-        and region == state["region"]
-        and project == state["project"]
-    ):
+    if not cluster_matches(state, cluster, region, project):
         path = f"projects/{project}/locations/{region}/clusters/{cluster}"
         x.say(f"Task: `get-credentials-dns-endpoint to cluster {cluster}` terminated with code `1`")
         x.say(
@@ -36,6 +30,17 @@ def credentials(x: Xpk, state: State) -> str:
         x.fail(1)
     x.say("Finished get-credentials and kubectl setup.")
     return region
+
+
+def cluster_matches(state: State, cluster: str, region: str, project: str) -> bool:
+    """Whether get-credentials finds ``cluster`` in ``region`` of ``project``."""
+    c = state["cluster"]
+    return bool(
+        c["exists"]
+        and c["name"] == cluster
+        and region == state["region"]
+        and project == state["project"]
+    )
 
 
 def system(x: Xpk) -> Slice:
@@ -51,8 +56,8 @@ def system(x: Xpk) -> Slice:
 
 def ensure_policy(x: Xpk, state: State, s: Slice, region: str) -> None:
     """xpk's ensure_resource_policy_exists for TPU v7 multi-host slices."""
-    name = s.workload_policy
-    if name is None or name in state["resource_policies"]:
+    name = new_workload_policy(state, s)
+    if name is None:
         return
     x.task(
         "Create resource policy",
@@ -60,4 +65,13 @@ def ensure_policy(x: Xpk, state: State, s: Slice, region: str) -> None:
         f"{name} --project={state['project']} --region={region} --type=HIGH_THROUGHPUT "
         f"--accelerator-topology={s.topology_name}",
     )
+
+
+def new_workload_policy(state: State, s: Slice) -> str | None:
+    """The workload policy a TPU v7 multi-host slice needs, made when missing (as xpk and
+    gcluster make it on submit): its name when made now, else None."""
+    name = s.workload_policy
+    if name is None or name in state["resource_policies"]:
+        return None
     state["resource_policies"][name] = new_policy(name, s.topology_name)
+    return name

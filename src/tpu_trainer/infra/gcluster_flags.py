@@ -6,6 +6,8 @@ gcluster (Cluster Toolkit's Go CLI) cannot be installed here. ``gcluster_flags.y
 ``--name`` and the image rules; :func:`check_gcluster_argv` parses an argv the way cobra's pflag
 does and says what gcluster would refuse. Flags the sources did not define but recipes pass are
 in the file under ``assumed:``, with their evidence; an argv using them is reported as such.
+The other ``gcluster job`` sub-commands the tool runs (``cancel``, ``list``, ``logs``) are in the
+file under ``subcommands:``; :func:`check_gcluster_command` reads any ``gcluster job`` line.
 """
 
 from __future__ import annotations
@@ -37,8 +39,19 @@ class Flag:
     short: str = ""
     required: bool = False
     choices: tuple[str, ...] = ()
+    inherited: bool = False
+    """A ``gcluster job`` flag every sub-command takes (``--cluster``, ``--location``, ...)."""
     assumed: str = ""
     """Why the flag is accepted though the sources read do not define it (empty: defined)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subcommand:
+    """A ``gcluster job`` sub-command other than ``submit``: its positional arguments (None:
+    any number) and its own flags."""
+
+    args: int | None
+    flags: Mapping[str, Flag]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +62,17 @@ class GclusterModel:
     name_pattern: re.Pattern[str]
     flags: Mapping[str, Flag]
     rules: tuple[tuple[str, tuple[str, ...]], ...]
+    subcommands: Mapping[str, Subcommand] = field(default_factory=dict)
 
     def by_short(self, short: str) -> Flag | None:
         return next((f for f in self.flags.values() if f.short == short), None)
+
+    def flags_of(self, command: str) -> Mapping[str, Flag]:
+        """The flags ``gcluster job <command>`` takes: its own and the inherited ones."""
+        if command == "submit":
+            return self.flags
+        inherited = {n: f for n, f in self.flags.items() if f.inherited}
+        return {**inherited, **self.subcommands[command].flags}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +83,13 @@ class Verdict:
     """Each flag given, with its values in order (``"true"`` for a switch)."""
     assumed: tuple[str, ...] = ()
     """Flags used that the model only assumes (see ``assumed:`` in the data file)."""
+    command: str = "submit"
+    positional: tuple[str, ...] = ()
+
+    def value(self, name: str) -> str | None:
+        """The last value given to ``--name``, or None."""
+        given = self.values.get(name)
+        return given[-1] if given else None
 
 
 def _flag(where: str, name: str, raw: Mapping[str, object], assumed: str = "") -> Flag:
@@ -72,7 +100,8 @@ def _flag(where: str, name: str, raw: Mapping[str, object], assumed: str = "") -
     if not isinstance(short, str) or len(short) > 1:
         raise DataFileError(f"{where}: short must be one letter")
     choices = strings(where, raw, "choices") if "choices" in raw else ()
-    return Flag(name, kind, short, raw.get("required") is True, choices, assumed)
+    required, inherited = raw.get("required") is True, raw.get("inherited") is True
+    return Flag(name, kind, short, required, choices, inherited, assumed)
 
 
 def _body(where: str, entry: object) -> Mapping[str, object]:
@@ -104,6 +133,17 @@ def load_model() -> GclusterModel:
         where = f"{DATA_FILE}: rules[{n}]"
         body = _body(where, rule)
         rules.append((text(where, body, "rule"), strings(where, body, "flags")))
+    subs: dict[str, Subcommand] = {}
+    raw_subs = mapping(DATA_FILE, raw, "subcommands") if "subcommands" in raw else {}
+    for word, entry in raw_subs.items():
+        where = f"{DATA_FILE}: subcommands.{word}"
+        body = _body(where, entry)
+        own = _body(f"{where}.flags", body.get("flags", {}))
+        args = body.get("args")
+        subs[word] = Subcommand(
+            args if isinstance(args, int) else None,
+            {n: _flag(f"{where}.flags.{n}", n, _body(where, e)) for n, e in own.items()},
+        )
     return GclusterModel(
         commit=text(DATA_FILE, raw, "commit"),
         command=strings(DATA_FILE, raw, "command"),
@@ -111,6 +151,7 @@ def load_model() -> GclusterModel:
         name_pattern=re.compile(text(f"{DATA_FILE}: name", naming, "pattern")),
         flags=flags,
         rules=tuple(rules),
+        subcommands=subs,
     )
 
 
@@ -131,7 +172,7 @@ def _value_problem(flag: Flag, value: str) -> str | None:
 
 
 def _parse(
-    model: GclusterModel, words: Sequence[str]
+    flags: Mapping[str, Flag], words: Sequence[str]
 ) -> tuple[dict[str, list[str]], list[str], list[str]]:
     """pflag's reading: the values per flag, the problems, and the positional words."""
     values: dict[str, list[str]] = {}
@@ -149,7 +190,7 @@ def _parse(
             continue
         long = word.startswith("--")
         key, eq, value = word[2 if long else 1 :].partition("=")
-        flag = model.flags.get(key) if long else model.by_short(key)
+        flag = flags.get(key) if long else next((f for f in flags.values() if f.short == key), None)
         if flag is None:
             shown = f"--{key}" if long else f"-{key}"
             problems.append(
@@ -191,7 +232,7 @@ def check_gcluster_argv(argv: Sequence[str], model: GclusterModel | None = None)
     for head in model.command:
         if words[:1] == [head]:
             words = words[1:]
-    values, problems, positional = _parse(model, words)
+    values, problems, positional = _parse(model.flags, words)
     if positional:
         problems.append(f"unexpected arguments {positional}: gcluster job submit takes flags only")
     for flag in model.flags.values():
@@ -210,3 +251,23 @@ def check_gcluster_argv(argv: Sequence[str], model: GclusterModel | None = None)
     problems += _rule_problems(model, values)
     assumed = tuple(n for n in values if model.flags[n].assumed)
     return Verdict(not problems, tuple(problems), {k: tuple(v) for k, v in values.items()}, assumed)
+
+
+def check_gcluster_command(argv: Sequence[str], model: GclusterModel | None = None) -> Verdict:
+    """What gcluster would say of any ``gcluster job ...`` line the tool runs: ``submit`` as
+    :func:`check_gcluster_argv`, ``cancel``/``list``/``logs`` by their own flags and arguments."""
+    model = model or load_model()
+    words = list(argv[1:] if argv[:1] == ["gcluster"] else argv)
+    if words[:1] != ["job"] or len(words) < 2:
+        return Verdict(False, ("unknown command: the tool runs `gcluster job ...` only",))
+    command, rest = words[1], words[2:]
+    if command == "submit":
+        return check_gcluster_argv(rest, model)
+    sub = model.subcommands.get(command)
+    if sub is None:
+        return Verdict(False, (f'unknown command "{command}" for "gcluster job"',), command=command)
+    values, problems, positional = _parse(model.flags_of(command), rest)
+    if sub.args is not None and len(positional) != sub.args:
+        problems.append(f"accepts {sub.args} arg(s), received {len(positional)}")
+    given = {k: tuple(v) for k, v in values.items()}
+    return Verdict(not problems, tuple(problems), given, (), command, tuple(positional))

@@ -1,4 +1,4 @@
-"""One run on GKE through xpk: prerequisites -> provision -> configure -> scripts -> submit ->
+"""One run on GKE through xpk or gcluster (:mod:`.submitter`): prerequisites -> provision -> configure -> scripts -> submit ->
 follow -> results, torn down always."""
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.runner import CommandFailed
-from tpu_trainer.infra.xpk import WaitOutcome, wait_outcome, workload_wait_argv
+from tpu_trainer.infra.xpk import WaitOutcome
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke import kueue_setup
 from tpu_trainer.launchers.gke.provision import Provisioner
+from tpu_trainer.launchers.gke.submitter import (
+    SUBMITTER_KEY,
+    OwnPolicy,
+    Submitter,
+    Target,
+    submitter_named,
+)
 from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.scripts import render_setup, render_submit
@@ -78,6 +85,25 @@ class GkeRun(Launcher):
     def _headline(self) -> str:
         plan = self.plan
         return f"run {self.run_id}: {plan.model} on {plan.slice} x{plan.num_slices}"
+
+    @property
+    def _submitter(self) -> Submitter:
+        """The tool the recipe submits with (xpk or gcluster)."""
+        return submitter_named(
+            self.plan.recipe.submitter,
+            self.svc.xpk,
+            poll_seconds=self.poll_seconds,
+            clock=self.svc.clock,
+        )
+
+    def _target(self, plan: Plan, zone: str) -> Target:
+        config = self.config
+        return Target(
+            workload=plan.workload_name,
+            cluster=config.cluster_name,
+            project=config.project_id,
+            zone=zone,
+        )
 
     def _teardown(self) -> RunTeardown:
         svc = self.svc
@@ -269,19 +295,23 @@ class GkeRun(Launcher):
 
     def _submit(self, plan: Plan, script: Path, zone: str, outcome: RunOutcome) -> None:
         self.stages.start("submit")
-        name = plan.workload_name
+        name, submitter = plan.workload_name, self._submitter
+        config = self.config
+        own = OwnPolicy(self.store, self.svc.gcloud, self.run_id, config.project_id, config.region)
+        policy_rid = own.before_submit(submitter, plan.slice.workload_policy)
         rid = self.store.resource_intent(
             self.run_id,
             kind="workload",
             name=name,
-            project=self.config.project_id,
+            project=config.project_id,
             location=zone,
-            cluster=self.config.cluster_name,
-            detail={"zone": zone},
+            cluster=config.cluster_name,
+            detail={"zone": zone, SUBMITTER_KEY: submitter.name},
         )
         result = self.svc.runner.run(
             ["bash", str(script)], env={"WORKLOAD_NAME": name}, timeout=1800
         )
+        own.after_submit(policy_rid, plan.slice.workload_policy or "")
         if not result.ok:
             # xpk may fail after the JobSet exists: teardown asks the cluster and deletes it.
             self.store.resource_state(rid, ResourceState.MAYBE, exit_code=result.code)
@@ -336,15 +366,9 @@ class GkeRun(Launcher):
             self.store.finish_run(self.run_id, RunStatus.FAILED, message[:2000])
             self.display.warn(f"fatal error in the workload's log: {message}")
             return None, "failed"
-        argv = workload_wait_argv(
-            workload=plan.workload_name,
-            cluster=self.config.cluster_name,
-            project=self.config.project_id,
-            zone=zone,
-            timeout_s=self.wait_timeout_s,
-        )
-        result = self.svc.xpk.run(argv, timeout=self.wait_timeout_s + 600)
-        verdict = wait_outcome(result.code)
+        submitter = self._submitter
+        target = self._target(plan, zone)
+        verdict = submitter.wait(target, follower.ending, self.wait_timeout_s)
         ending = follower.ending()  # the JobSet's own Completed/Failed condition, when it has one
         if ending is not None:
             verdict = WaitOutcome.SUCCEEDED if ending.succeeded else WaitOutcome.FAILED
@@ -363,7 +387,7 @@ class GkeRun(Launcher):
             if ending is not None
             else "the workload finished but failed",
             WaitOutcome.TIMEOUT: f"the workload did not finish within {self.wait_timeout_s} s",
-            WaitOutcome.ERROR: f"xpk could not wait for the workload (exit {result.code})",
+            WaitOutcome.ERROR: f"{submitter.name} could not wait for the workload",
         }[verdict]
         self.store.finish_run(self.run_id, RunStatus.FAILED, message)
         return None, "failed"

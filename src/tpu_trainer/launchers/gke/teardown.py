@@ -13,9 +13,10 @@ from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, is_not_found
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.infra.xpk import Xpk, workload_delete_argv
+from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.launchers.gke.nodepool import run_of_tool_pool
 from tpu_trainer.launchers.gke.pool_delete import PoolDeleter
+from tpu_trainer.launchers.gke.submitter import SUBMITTER_KEY, XPK, Target, submitter_named
 from tpu_trainer.store.db import LIVE_STATES, Resource, ResourceState, RunStore
 
 __all__ = ["Teardown", "TeardownReport", "gc_candidates", "orphan_tool_pools"]
@@ -71,10 +72,12 @@ class Teardown:
             return
         self._mark_deleting(res)
         zone = str(res.detail.get("zone") or res.location)
-        argv = workload_delete_argv(
+        # cancelled with the tool that submitted it: ``xpk workload delete``, ``gcluster job cancel``
+        submitter = submitter_named(str(res.detail.get(SUBMITTER_KEY) or XPK), self.xpk)
+        target = Target(
             workload=res.name, cluster=res.cluster or "", project=res.project, zone=zone
         )
-        self._settle(res, report, self.xpk.run(argv, timeout=1800))
+        self._settle(res, report, submitter.cancel(target))
 
     def _mark_deleting(self, res: Resource) -> None:
         if not self.dry_run:

@@ -1,0 +1,154 @@
+"""The stand-in ``gcluster`` (Cluster Toolkit's CLI, which cannot be installed here).
+
+Every command line is first read with the model of gcluster's flags
+(:mod:`tpu_trainer.infra.gcluster_flags`): an unknown flag, a missing required one, a bad value
+or a bad ``--name`` ends it as cobra would (``Error: ...`` on stderr, exit 1). Then ``job
+submit`` makes the workload through the shared workload model (:func:`workloads.new_workload`,
+its JobSet shaped as gcluster's: ``main-job``, ``gcluster.google.com/workload``,
+``workload-container``), resolving a TPU v7 slice's workload policy on its own as gcluster
+v1.104 does; ``job cancel NAME`` deletes it. Pods, logs and JobSet conditions then come from the
+same state as for xpk. Its ``[timestamp]: message`` lines are those of ``pkg/logging``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.fakecloud import workloads as wls
+from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit, run_tool
+from tpu_trainer.fakecloud.state import FAKE_NOW, State
+from tpu_trainer.fakecloud.xpk_steps import cluster_matches, new_workload_policy
+from tpu_trainer.fakecloud.xpk_text import zone_to_region
+from tpu_trainer.infra.gcluster_flags import Verdict, check_gcluster_command
+from tpu_trainer.plan.slices import Slice
+from tpu_trainer.recipes.recipe import gcluster_device_type
+
+GCLUSTER_VERSION = "v1.104.0"
+
+
+@dataclass
+class Gcluster:
+    """One gcluster command's output and its parsed command line."""
+
+    answer: Answer
+    verdict: Verdict
+
+    def arg(self, name: str) -> str:
+        return self.verdict.value(name) or ""
+
+    def info(self, text: str) -> None:
+        self.answer.out(f"{FAKE_NOW}: {text}")
+
+    def fail(self, message: str) -> NoReturn:
+        raise ToolExit(f"Error: {message}\n", 1)
+
+    def credentials(self, state: State) -> None:
+        """configureKubectl: ``gcloud container clusters get-credentials`` for the cluster."""
+        cluster, location, project = self.arg("cluster"), self.arg("location"), self.arg("project")
+        if not cluster_matches(state, cluster, zone_to_region(location), project):
+            self.fail(
+                f"failed to configure kubectl: cluster '{cluster}' not found in location "
+                f"'{location}' of project '{project}'"
+            )
+
+
+def _gcluster_jobs(state: State) -> dict[str, dict[str, Any]]:
+    """The workloads gcluster's label selector (``gcluster.google.com/workload``) finds."""
+    return {n: wl for n, wl in state["workloads"].items() if wl.get("submitter") == "gcluster"}
+
+
+def submit(g: Gcluster, state: State) -> None:
+    g.info("Starting gcluster job submit workflow...")
+    g.credentials(state)
+    name = g.arg("name")
+    if name in state["workloads"]:
+        status = wls.phase(state["workloads"][name])
+        g.fail(
+            f"job with name '{name}' already exists in state '{status}'. You can cancel the "
+            f"existing job using 'gcluster job cancel {name} --cluster {g.arg('cluster')} "
+            f"--location {g.arg('location')} --project {g.arg('project')}' or resubmit this "
+            "workload with a different name using '--name'"
+        )
+    device = gcluster_device_type(g.arg("compute-type"), g.arg("topology") or None)
+    try:
+        s = Slice.parse(device)
+    except TpuTrainerError:
+        g.fail(f"unsupported compute type {g.arg('compute-type')!r} for topology {device!r}")
+    made = new_workload_policy(state, s)
+    if made is not None:
+        g.info(f"Created workload policy '{made}' for topology {s.topology_name}")
+    wl = wls.new_workload(
+        state,
+        name,
+        s,
+        num_slices=int(g.arg("num-slices") or 1),
+        zone=g.arg("location"),
+        image=g.arg("image") or g.arg("base-image"),
+        command=g.arg("command"),
+        parallel_flag=g.arg("gke-disable-parallel-containers") == "true",
+        submitter="gcluster",
+    )
+    state["workloads"][name] = wl
+    if state["behaviours"].get("workload_create_fails_after_submit"):
+        g.fail("failed to apply manifest: Unable to connect to the server: net/http: TLS timeout")
+    g.info(
+        "Follow your workload details here: https://console.cloud.google.com/kubernetes/job/"
+        f"{g.arg('location')}/{g.arg('cluster')}/default/{name}-main-job-0/details"
+        f"?project={g.arg('project')}"
+    )
+    g.info("gcluster job submit workflow completed.")
+
+
+def cancel(g: Gcluster, state: State) -> None:
+    g.credentials(state)
+    name = g.verdict.positional[0]
+    wl = _gcluster_jobs(state).get(name)
+    if wl is None:
+        g.fail(f"jobset {name} not found in any namespace")
+    status = {"Succeeded": "Completed", "Failed": "Failed"}.get(wls.phase(wl))
+    if status is None:
+        g.info(f"Canceling job '{name}' in cluster '{g.arg('cluster')}'...")
+        verb = "Cancel"
+    else:
+        g.info(f"Cleaning up resources for the '{status}' job '{name}' in cluster ...")
+        verb = "Cleanup"
+    del state["workloads"][name]
+    g.info(f"{verb} operation on Job '{name}' completed successfully.")
+
+
+_COMMANDS: dict[str, Callable[[Gcluster, State], None]] = {"submit": submit, "cancel": cancel}
+
+
+def _handler(verdict: Verdict) -> Handler:
+    if not verdict.ok:
+        raise ToolExit(f"Error: {verdict.problems[0]}\n", 1)
+    command = _COMMANDS.get(verdict.command)
+    if command is None:
+        raise ToolExit(f"fake gcluster: `gcluster job {verdict.command}` is not answered\n", 1)
+
+    def run(state: State, answer: Answer) -> None:
+        g = Gcluster(answer, verdict)
+        if verdict.command == "submit" and (g.arg("dry-run") or g.arg("dry-run-out")):
+            g.info("Dry run: the manifest is written, nothing is applied.")
+            return
+        command(g, state)
+
+    return run
+
+
+def main(argv: list[str]) -> int:
+    """Answer one gcluster command line (without the leading ``gcluster``)."""
+    argv = list(argv[1:] if argv and argv[0] == "gcluster" else argv)
+    if argv in (["--version"], ["version"]):
+        sys.stdout.write(f"gcluster version {GCLUSTER_VERSION}\n")
+        return 0
+    verdict = check_gcluster_command(["gcluster", *argv])
+    return run_tool("gcluster", argv, lambda _a: _handler(verdict))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

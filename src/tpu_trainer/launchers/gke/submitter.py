@@ -1,0 +1,178 @@
+"""The tool a GKE run submits its workload with: xpk (``xpk workload create``) or Cluster
+Toolkit's gcluster (``gcluster job submit``).
+
+Both submit through the generated ``submit_<model>.sh`` and make one JobSet named after the
+workload, whose pods, logs and conditions the follow loop reads through kubectl whichever tool
+made it. What differs is behind :class:`Submitter`: how the end is waited for (xpk's
+``--wait-for-job-completion``; for gcluster the JobSet's own terminal condition), how the
+workload is cancelled in teardown (``xpk workload delete``; ``gcluster job cancel NAME``), and
+what the tool may make for itself (gcluster resolves a TPU v7 slice's workload policy on its
+own). The run store records which tool submitted each workload (``detail.submitter``), so
+teardown, ``cleanup`` and ``gc`` cancel it with the same tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from tpu_trainer.infra.gcloud import Gcloud
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, wait_until
+from tpu_trainer.infra.runner import CommandResult, CommandRunner
+from tpu_trainer.infra.xpk import WaitOutcome, Xpk, wait_outcome, workload_delete_argv
+from tpu_trainer.infra.xpk import workload_wait_argv as xpk_wait_argv
+from tpu_trainer.launchers.gke.jobset import JobSetEnding
+from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStore
+
+SUBMITTER_KEY = "submitter"
+"""The key of a workload resource's ``detail`` naming the tool that submitted it."""
+XPK, GCLUSTER = "xpk", "gcluster"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """Where a workload runs: what every submitter's commands name."""
+
+    workload: str
+    cluster: str
+    project: str
+    zone: str
+
+
+Ending = Callable[[], JobSetEnding | None]
+"""Reads the JobSet's terminal condition through kubectl (None while it has none)."""
+
+
+class Submitter(Protocol):
+    name: str
+    """``xpk`` or ``gcluster``: recorded with the workload, shown in errors."""
+
+    def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
+        """Wait for the workload to finish, after its worker 0's log ended."""
+        ...
+
+    def cancel(self, target: Target) -> CommandResult:
+        """Delete the workload (its JobSet and pods)."""
+        ...
+
+    def makes_for_itself(self, workload_policy: str | None) -> str | None:
+        """The workload policy the submit may create on its own (recorded and torn down)."""
+        ...
+
+
+@dataclass
+class XpkSubmitter:
+    xpk: Xpk
+    name: str = XPK
+
+    def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:  # noqa: ARG002 (xpk waits itself)
+        argv = xpk_wait_argv(
+            workload=target.workload,
+            cluster=target.cluster,
+            project=target.project,
+            zone=target.zone,
+            timeout_s=timeout_s,
+        )
+        return wait_outcome(self.xpk.run(argv, timeout=timeout_s + 600).code)
+
+    def cancel(self, target: Target) -> CommandResult:
+        argv = workload_delete_argv(
+            workload=target.workload,
+            cluster=target.cluster,
+            project=target.project,
+            zone=target.zone,
+        )
+        return self.xpk.run(argv, timeout=1800)
+
+    def makes_for_itself(self, workload_policy: str | None) -> str | None:  # noqa: ARG002
+        return None  # the run creates the policy before its node pool; xpk finds it there
+
+
+def gcluster_cancel_argv(target: Target) -> list[str]:
+    """``gcluster job cancel NAME`` (``cmd/job/cancel.go``: one argument, the flags of
+    ``gcluster job``)."""
+    return [
+        "gcluster",
+        "job",
+        "cancel",
+        target.workload,
+        f"--cluster={target.cluster}",
+        f"--location={target.zone}",
+        f"--project={target.project}",
+    ]
+
+
+@dataclass
+class GclusterSubmitter:
+    runner: CommandRunner
+    poll_seconds: float = 10.0
+    clock: Clock = SYSTEM_CLOCK
+    name: str = GCLUSTER
+
+    def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
+        """The JobSet's own ``Completed``/``Failed`` condition, read until it has one."""
+
+        def check(_tick: Tick) -> WaitOutcome | Pending:
+            end = ending()
+            if end is None:
+                return Pending(f"waiting for JobSet {target.workload} to finish")
+            return WaitOutcome.SUCCEEDED if end.succeeded else WaitOutcome.FAILED
+
+        found = wait_until(check, interval=self.poll_seconds, timeout=timeout_s, clock=self.clock)
+        return WaitOutcome.TIMEOUT if isinstance(found, Expired) else found
+
+    def cancel(self, target: Target) -> CommandResult:
+        return self.runner.run(gcluster_cancel_argv(target), timeout=1800)
+
+    def makes_for_itself(self, workload_policy: str | None) -> str | None:
+        return workload_policy
+
+
+def submitter_named(
+    name: str, xpk: Xpk, *, poll_seconds: float = 10.0, clock: Clock = SYSTEM_CLOCK
+) -> Submitter:
+    """The submitter a recipe (``plan.recipe.submitter``) or a stored workload names."""
+    if name == GCLUSTER:
+        return GclusterSubmitter(xpk.runner, poll_seconds, clock)
+    return XpkSubmitter(xpk)
+
+
+@dataclass
+class OwnPolicy:
+    """The workload policy a submitter may create for itself, recorded like everything the run
+    makes: before the submit, when the run holds no such policy and none exists, as *maybe*
+    made; after it, as made or absent by what the cloud then has."""
+
+    store: RunStore
+    gcloud: Gcloud
+    run_id: str
+    project: str
+    region: str
+
+    def before_submit(self, submitter: Submitter, workload_policy: str | None) -> int | None:
+        """The recorded intent's id, or None when the submit cannot make a policy of its own."""
+        policy = submitter.makes_for_itself(workload_policy)
+        if policy is None:
+            return None
+        held = self.store.resources(self.run_id, states=LIVE_STATES)
+        if any(r.kind == "workload-policy" and r.name == policy for r in held):
+            return None
+        if self.gcloud.resource_policy_exists(policy, self.region):
+            return None  # there before the submit: not the submitter's, never deleted
+        rid = self.store.resource_intent(
+            self.run_id,
+            kind="workload-policy",
+            name=policy,
+            project=self.project,
+            location=self.region,
+            detail={"made_by": f"{submitter.name} (at submit)"},
+        )
+        self.store.resource_state(rid, ResourceState.MAYBE)
+        return rid
+
+    def after_submit(self, rid: int | None, name: str) -> None:
+        if rid is None:
+            return
+        made = self.gcloud.resource_policy_exists(name, self.region)
+        self.store.resource_state(rid, ResourceState.CREATED if made else ResourceState.ABSENT)
