@@ -19,7 +19,7 @@ from tpu_trainer.fakecloud.state import STATE_ENV, read_state, write_state
 from tpu_trainer.fakecloud.workloads import jobset_json, pods
 from tpu_trainer.infra.gcluster_flags import check_gcluster_command, load_model
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.infra.xpk import Xpk
+from tpu_trainer.infra.xpk import WaitOutcome, Xpk
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.submitter import (
     GCLUSTER,
@@ -307,3 +307,14 @@ def test_the_policy_gcluster_makes_for_itself_is_recorded_and_one_already_there_
     other = _store(tmp_path / "b")
     assert OwnPolicy(other, there, "r1", "p", "us-central1").before_submit(gcluster, POLICY) is None  # type: ignore[arg-type]
     assert other.resources("r1") == []
+
+
+def test_xpk_waits_keep_the_exit_code_an_unknown_failure_is_reported_with() -> None:
+    target = Target(workload="w", cluster="demo-cluster", project="p", zone="us-central1-a")
+    odd = CommandResult(("xpk",), 3, "", "boom", 0.0)
+    xpk = XpkSubmitter(Xpk(_Runner({"xpk workload list": odd})))  # type: ignore[arg-type]
+    assert xpk.wait_code is None
+    assert xpk.wait(target, lambda: None, 60) is WaitOutcome.ERROR
+    assert xpk.wait_code == 3
+    gcluster = GclusterSubmitter(_Runner())  # type: ignore[arg-type]
+    assert gcluster.wait_code is None

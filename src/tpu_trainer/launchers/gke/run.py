@@ -387,7 +387,8 @@ class GkeRun(Launcher):
             if ending is not None
             else "the workload finished but failed",
             WaitOutcome.TIMEOUT: f"the workload did not finish within {self.wait_timeout_s} s",
-            WaitOutcome.ERROR: f"{submitter.name} could not wait for the workload",
+            WaitOutcome.ERROR: f"{submitter.name} could not wait for the workload"
+            + (f" (exit {submitter.wait_code})" if submitter.wait_code is not None else ""),
         }[verdict]
         self.store.finish_run(self.run_id, RunStatus.FAILED, message)
         return None, "failed"

@@ -47,6 +47,9 @@ Ending = Callable[[], JobSetEnding | None]
 class Submitter(Protocol):
     name: str
     """``xpk`` or ``gcluster``: recorded with the workload, shown in errors."""
+    wait_code: int | None
+    """The exit code of the submitter's own wait command, when it ran one (shown when the
+    wait itself failed)."""
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
         """Wait for the workload to finish, after its worker 0's log ended."""
@@ -65,6 +68,7 @@ class Submitter(Protocol):
 class XpkSubmitter:
     xpk: Xpk
     name: str = XPK
+    wait_code: int | None = None
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:  # noqa: ARG002 (xpk waits itself)
         argv = xpk_wait_argv(
@@ -74,7 +78,8 @@ class XpkSubmitter:
             zone=target.zone,
             timeout_s=timeout_s,
         )
-        return wait_outcome(self.xpk.run(argv, timeout=timeout_s + 600).code)
+        self.wait_code = self.xpk.run(argv, timeout=timeout_s + 600).code
+        return wait_outcome(self.wait_code)
 
     def cancel(self, target: Target) -> CommandResult:
         argv = workload_delete_argv(
@@ -109,6 +114,7 @@ class GclusterSubmitter:
     poll_seconds: float = 10.0
     clock: Clock = SYSTEM_CLOCK
     name: str = GCLUSTER
+    wait_code: int | None = None
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
         """The JobSet's own ``Completed``/``Failed`` condition, read until it has one."""
