@@ -1,4 +1,9 @@
-"""Putting the fake tools on PATH: ``gcloud``, ``kubectl`` and ``xpk`` shell shims."""
+"""Putting the fake tools on PATH: ``gcloud``, ``kubectl`` and ``xpk`` shell shims.
+
+A rehearsal (``rehearsal.prepare``) writes only ``REHEARSAL_TOOLS``: its kubectl is the real
+one, against the emulated Kubernetes API server. The kubectl stand-in stays for what that
+server cannot serve (KubeRay's ``kubectl port-forward``, a tunnel over SPDY/websockets), and
+for the fake cloud's own tests."""
 
 from __future__ import annotations
 
@@ -12,13 +17,21 @@ from pathlib import Path
 from tpu_trainer.fakecloud.state import STATE_ENV
 
 TOOLS = ("gcloud", "kubectl", "xpk")
+REHEARSAL_TOOLS = ("gcloud", "xpk")
+"""The shims of a rehearsal: the real kubectl reaches the emulated cluster."""
 
 
-def write_shims(bin_dir: Path, python: str = sys.executable) -> None:
-    """Write executable ``#!/bin/sh`` scripts ``gcloud``, ``kubectl`` and ``xpk`` into ``bin_dir``
-    that run ``python -m tpu_trainer.fakecloud <tool> "$@"``."""
+def write_shims(
+    bin_dir: Path, python: str = sys.executable, tools: tuple[str, ...] = TOOLS
+) -> None:
+    """Write executable ``#!/bin/sh`` scripts (``gcloud``, ``kubectl`` and ``xpk`` unless
+    ``tools`` says which) into ``bin_dir`` that run ``python -m tpu_trainer.fakecloud <tool>
+    "$@"``; a shim of another tool left there by an earlier version is removed."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     for tool in TOOLS:
+        if tool not in tools:
+            (bin_dir / tool).unlink(missing_ok=True)
+    for tool in tools:
         path = bin_dir / tool
         path.write_text(
             "#!/bin/sh\n"
