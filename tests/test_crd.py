@@ -273,8 +273,8 @@ def test_unserved_version_and_unknown_kind() -> None:
         "apiVersion: kueue.x-k8s.io/v1beta3 is not served by kueue.x-k8s.io_resourceflavors.yaml "
         "(served: kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2)"
     ]
-    with pytest.raises(TpuTrainerError, match="no CRD is registered for Workload"):
-        validate({**flavor(), "kind": "Workload"})
+    with pytest.raises(TpuTrainerError, match="no CRD is registered for Cohort"):
+        validate({**flavor(), "kind": "Cohort"})
 
 
 def test_validate_or_raise_names_the_object_and_says_it_is_a_bug() -> None:

@@ -105,16 +105,27 @@ class Cluster:
             context_name("demo-project", "us-central1", "demo-cluster"),
         )
         self.env = {"KUBECONFIG": str(kubeconfig), "HOME": str(root), "PATH": "/usr/bin:/bin"}
+        self.binary = _kubectl()
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [KUBECTL, *args],
+            [self.binary, *args],
             input=stdin,
             env=self.env,
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
+        )
+
+    def follow(self, *args: str) -> subprocess.Popen[str]:
+        """``kubectl <args>`` left running (``logs -f``), its output piped."""
+        return subprocess.Popen(
+            [self.binary, *args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
 
     def apply(self, *objects: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -131,13 +142,8 @@ def _kubectl() -> str:
     return found
 
 
-KUBECTL = ""
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    global KUBECTL  # noqa: PLW0603 - found once for the module
-    KUBECTL = _kubectl()
     root = tmp_path_factory.mktemp("simkube")
     state = init_state(parse_scenario(SCENARIO), root / "state.json")
     with KubeServer(state, idle_seconds=120) as server:
@@ -276,13 +282,7 @@ def test_logs_follow_streams_lines_as_they_are_written(cluster: Cluster) -> None
     assert cluster.apply(pod).returncode == 0
     state = cluster.server.state_path
     append_log(state, "default", "worker-0", "jax-tpu", ["completed step: 0"])
-    follow = subprocess.Popen(
-        [KUBECTL, "logs", "-f", "worker-0", "-c", "jax-tpu"],
-        env=cluster.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    follow = cluster.follow("logs", "-f", "worker-0", "-c", "jax-tpu")
     try:
         assert follow.stdout is not None
         assert follow.stdout.readline() == "completed step: 0\n"  # before the pod has finished

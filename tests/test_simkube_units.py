@@ -180,7 +180,7 @@ def test_generation_moves_only_when_the_spec_changes(tmp_path: Path) -> None:
         v1beta1 = find("kueue.x-k8s.io", "v1beta1", "clusterqueues")
         assert v1beta1 is not None
         assert store.get(state, v1beta1, "", "cq")["apiVersion"] == "kueue.x-k8s.io/v1beta1"
-    assert "cq" in str(read_state(state_path)["kube_api"]["objects"])
+    assert "ClusterQueue//cq" in read_state(state_path)["k8s"]  # where Kueue's admission reads it
 
 
 def test_nodes_follow_the_pools() -> None:
@@ -263,7 +263,7 @@ def test_dry_run_changes_nothing_and_watch_reports_changes(tmp_path: Path) -> No
     body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}})
     dry = KubeApi(state_path).handle("POST", target, {"dryRun": "All"}, body.encode(), {})
     assert dry.code == 201
-    assert store.section(read_state(state_path))["objects"] == {}
+    assert "ConfigMap/default/m" not in read_state(state_path)["k8s"]
     polls = iter([True, True])
     events = watch_events(state_path, target, {}, False, lambda: next(polls, False))
     KubeApi(state_path).handle("POST", target, {}, body.encode(), {})  # after the first read
@@ -281,7 +281,7 @@ def test_kueue_versions_convert_through_the_storage_version(tmp_path: Path) -> N
     queue["spec"] = {**queue["spec"], "cohort": "team", "admissionChecks": ["prov"]}
     with transaction(state_path) as state:
         store.create(state, old, "", admit(old, queue, "Strict")[0])
-        kept = next(iter(store.section(state)["objects"].values()))
+        kept = state["k8s"]["ClusterQueue//cq"]
         assert kept["apiVersion"] == "kueue.x-k8s.io/v1beta2"
         current = store.get(state, CQ_V1BETA2, "", "cq")["spec"]
         assert current["cohortName"] == "team" and "cohort" not in current

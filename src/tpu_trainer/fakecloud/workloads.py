@@ -216,7 +216,7 @@ def _container_status(name: str, state_name: str, exit_code: int) -> dict[str, A
     return status
 
 
-def _pod_spec(wl: dict[str, Any]) -> dict[str, Any]:
+def pod_spec(wl: dict[str, Any]) -> dict[str, Any]:
     per_container = max(1, wl["chips_per_host"] // len(wl["containers"]))
     selector = {
         "cloud.google.com/gke-tpu-accelerator": wl["accelerator"],
@@ -278,7 +278,7 @@ def pod_json(
     state: State, wl: dict[str, Any], j: int, i: int, name: str, ph: str
 ) -> dict[str, Any]:
     """One pod of the workload in phase ``ph`` (Pending, Unschedulable, Running, ...)."""
-    spec = _pod_spec(wl)
+    spec = pod_spec(wl)
     status: dict[str, Any] = {"phase": "Pending" if ph == "Unschedulable" else ph}
     if ph == "Unschedulable":
         status["conditions"] = [_unschedulable(state, wl)]

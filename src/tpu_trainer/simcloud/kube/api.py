@@ -24,6 +24,7 @@ from tpu_trainer.simcloud.kube.status import (
     path_not_found,
 )
 from tpu_trainer.simcloud.kube.table import table
+from tpu_trainer.simcloud.kube.views import JOBSET_LABEL
 
 Obj = dict[str, Any]
 
@@ -160,7 +161,7 @@ class KubeApi:
         return Answer(200, obj)
 
     def _list(self, state: State, t: Target, query: dict[str, str], as_table: bool) -> Answer:
-        items = store.listing(state, t.resource, t.namespace)
+        items = store.listing(state, t.resource, t.namespace, _jobset(query))
         if query.get("labelSelector"):
             items = [o for o in items if label_selector(query["labelSelector"])(o)]
         if query.get("fieldSelector"):
@@ -230,6 +231,15 @@ def _propagation(raw: bytes) -> str:
     except ValueError:
         return ""
     return str(options.get("propagationPolicy") or "") if isinstance(options, dict) else ""
+
+
+def _jobset(query: dict[str, str]) -> str | None:
+    """The JobSet a label selector names (``jobset.sigs.k8s.io/jobset-name=X``), if one."""
+    for term in query.get("labelSelector", "").split(","):
+        key, _, value = term.replace("==", "=").partition("=")
+        if key.strip() == JOBSET_LABEL and not key.endswith("!"):
+            return value.strip()
+    return None
 
 
 def _object(body: Any, resource: Resource) -> Obj:

@@ -1,6 +1,12 @@
 """Pod logs: ``GET /api/v1/namespaces/<ns>/pods/<pod>/log?container=C&follow=true``.
 
-A container's lines are kept in the state (``state["kube_api"]["logs"]["<ns>/<pod>/<container>"]``;
+A pod of the workload model (``views.py``) prints what the stand-in kubectl prints for it
+(``fakecloud.workloads.log_of``: worker 0 the scenario's log), refused the same way while its
+workload is held by Kueue or its pod waits to start; followed, the log of a worker that stopped
+logging (``hang_after_step``) stays open and silent until the workload is deleted, as the
+scenario's hung host does; ``tailLines`` keeps its last lines.
+
+Another pod's lines are kept in the state (``state["kube_api"]["logs"]["<ns>/<pod>/<container>"]``;
 ``append_log`` adds them). Without ``follow`` the lines so far are answered; with it they are
 streamed as they are appended, until the pod has Succeeded or Failed (or is deleted).
 """
@@ -12,8 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tpu_trainer.fakecloud.state import read_state, transaction
-from tpu_trainer.simcloud.kube import store
+from tpu_trainer.fakecloud import workloads as wls
+from tpu_trainer.fakecloud.state import State, read_state, transaction
+from tpu_trainer.simcloud.kube import store, views
 from tpu_trainer.simcloud.kube.resources import CORE
 from tpu_trainer.simcloud.kube.status import KubeError, bad_request
 
@@ -70,12 +77,47 @@ def log_lines(
 ) -> Iterator[str]:
     """The container's lines; with ``follow=true`` new ones as they come. The first call checks
     the pod and container (raising the real errors) before anything is streamed."""
+    follow = query.get("follow") in ("true", "1")
     with transaction(state_path) as state:
+        model = views.pod(state, pod) if namespace == "default" else None
+        if model is not None:
+            container = _container(model, query.get("container", ""))
+            return _model_log(state, state_path, pod, container, follow, alive, query)
         container = _container(
             store.stored(state, PODS, namespace, pod), query.get("container", "")
         )
-    follow = query.get("follow") in ("true", "1")
     return _stream(state_path, namespace, pod, container, follow, alive)
+
+
+def _model_log(
+    state: State,
+    state_path: Path,
+    pod: str,
+    container: str,
+    follow: bool,
+    alive: Any,
+    query: dict[str, str],
+) -> Iterator[str]:
+    found = views.pod_of(state, pod)
+    assert found is not None  # noqa: S101 - views.pod found it
+    wl, j, i = found
+    if views.peek(state, wl) in ("Unschedulable", "Pending"):
+        raise bad_request(
+            f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating'
+        )
+    lines = wls.log_of(wl, j, i, container).splitlines()
+    if query.get("tailLines"):
+        count = int(query["tailLines"])
+        lines = lines[-count:] if count > 0 else []
+    silent = follow and wl.get("hang_after_step") is not None and (j, i) == (0, 0)
+    return _then_silent(state_path, wl["name"], lines, alive) if silent else iter(lines)
+
+
+def _then_silent(state_path: Path, workload: str, lines: list[str], alive: Any) -> Iterator[str]:
+    """The lines, then nothing until the workload is deleted (a host that stopped logging)."""
+    yield from lines
+    while alive() and workload in read_state(state_path)["workloads"]:
+        time.sleep(FOLLOW_POLL_SECONDS)
 
 
 def _stream(

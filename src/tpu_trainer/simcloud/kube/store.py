@@ -2,9 +2,13 @@
 real API server changes them: uid, resourceVersion, generation (bumped only when ``spec`` or
 other non-metadata, non-status content changes), creationTimestamp from the scenario's clock.
 
-Nodes are not stored: they are the state's node pools (``nodes.py``). The four namespaces a
-new cluster has always exist. A custom resource is kept in its storage version and served in
-the version asked for (``conversion.py``).
+Nodes are not stored: they are the state's node pools (``nodes.py``); JobSets, their pods and
+Kueue's Workloads for them are the scenario's workload model (``views.py``). The kinds the
+stand-in kubectl also serves (Kueue's queues and flavors, ConfigMaps, RayClusters...) are kept
+where it and the workload model read them (``state["k8s"]``, ``fakecloud.k8s``): a ClusterQueue
+applied through the API is the quota Kueue's admission reads. The four namespaces a new
+cluster has always exist. A custom resource is kept in its storage version and served in the
+version asked for (``conversion.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import copy
 import uuid
 from typing import Any, cast
 
+from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud.state import State, clock, next_id
+from tpu_trainer.simcloud.kube import views
 from tpu_trainer.simcloud.kube.conversion import served, to_storage
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.resources import Resource
@@ -34,6 +40,32 @@ def section(state: State) -> dict[str, Any]:
 
 def _key(resource: Resource, namespace: str, name: str) -> str:
     return f"{resource.group}/{resource.plural}/{namespace if resource.namespaced else ''}/{name}"
+
+
+def _shared(resource: Resource) -> k8s.Kind | None:
+    """The stand-in's kind for ``resource`` when the two keep it in ``state["k8s"]``."""
+    kind = k8s.kind_of({"kind": resource.kind})
+    if kind is None or kind.virtual or kind.group != resource.group:
+        return None
+    return kind
+
+
+def _place(state: State, resource: Resource, namespace: str, name: str) -> tuple[Obj, str]:
+    """The dict that keeps ``resource`` objects, and the key of ``name`` in it."""
+    kind = _shared(resource)
+    if kind is not None:
+        return state.setdefault("k8s", {}), k8s.key(kind, name, namespace)
+    return section(state)["objects"], _key(resource, namespace, name)
+
+
+def _kept(state: State, resource: Resource) -> list[Obj]:
+    """The stored objects of ``resource``."""
+    kind = _shared(resource)
+    if kind is not None:
+        state.setdefault("k8s", {})
+        return k8s.listed(state, kind, None)
+    prefix = f"{resource.group}/{resource.plural}/"
+    return [o for k, o in section(state)["objects"].items() if k.startswith(prefix)]
 
 
 def now(state: State) -> str:
@@ -60,11 +92,20 @@ def _namespace(name: str, created: str) -> Obj:
     }
 
 
-def _all(state: State, resource: Resource) -> list[Obj]:
+def _all(state: State, resource: Resource, jobset: str | None = None) -> list[Obj]:
+    """Every object of ``resource`` (of the model: a read of each workload, or of the JobSet
+    ``jobset``'s pods only)."""
     if resource.plural == "nodes" and not resource.group:
         return nodes(state, now(state))
-    prefix = f"{resource.group}/{resource.plural}/"
-    found = [o for k, o in section(state)["objects"].items() if k.startswith(prefix)]
+    found = _kept(state, resource)
+    model = views.kind_of(resource)
+    if model == "JobSet":
+        kept = {o["metadata"]["name"]: o for o in found}
+        return [views.jobset(state, wl, kept.get(n)) for n, wl in state["workloads"].items()]
+    if model == "Pod":
+        found += views.pods(state, jobset)
+    elif model == "Workload":
+        found += [views.workload(state, wl) for wl in state["workloads"].values()]
     if resource.plural == "namespaces" and not resource.group:
         names = {o["metadata"]["name"] for o in found}
         created = now(state)
@@ -74,6 +115,15 @@ def _all(state: State, resource: Resource) -> list[Obj]:
 
 
 def get(state: State, resource: Resource, namespace: str, name: str) -> Obj:
+    model = views.kind_of(resource)
+    if model == "Pod" and namespace == "default":
+        pod = views.pod(state, name)
+        if pod is not None:
+            return pod
+    if model == "JobSet" and namespace == "default" and name in state["workloads"]:
+        kept = [o for o in _kept(state, resource) if o["metadata"]["name"] == name]
+        wl = state["workloads"][name]
+        return _served(resource, views.jobset(state, wl, kept[0] if kept else None))
     for obj in _all(state, resource):
         meta = obj["metadata"]
         if meta["name"] == name and (not resource.namespaced or meta.get("namespace") == namespace):
@@ -81,11 +131,14 @@ def get(state: State, resource: Resource, namespace: str, name: str) -> Obj:
     raise not_found(resource, name)
 
 
-def listing(state: State, resource: Resource, namespace: str | None) -> list[Obj]:
-    """Objects of ``resource`` in ``namespace`` (None: every namespace), sorted by name."""
+def listing(
+    state: State, resource: Resource, namespace: str | None, jobset: str | None = None
+) -> list[Obj]:
+    """Objects of ``resource`` in ``namespace`` (None: every namespace), sorted by name
+    (``jobset``: of the model's pods, only that JobSet's)."""
     out = [
         _served(resource, o)
-        for o in _all(state, resource)
+        for o in _all(state, resource, jobset)
         if namespace is None
         or not resource.namespaced
         or o["metadata"].get("namespace") == namespace
@@ -127,9 +180,12 @@ def create(state: State, resource: Resource, namespace: str, obj: Obj) -> Obj:
             405, "MethodNotAllowed", "nodes are the node pools' VMs: create a node pool"
         )
     _check_namespace(state, resource, namespace)
-    key = _key(resource, namespace, name)
-    if key in section(state)["objects"] or (
-        resource.plural == "namespaces" and name in BUILTIN_NAMESPACES
+    objects, key = _place(state, resource, namespace, name)
+    model = views.kind_of(resource)
+    if (
+        key in objects
+        or (resource.plural == "namespaces" and name in BUILTIN_NAMESPACES)
+        or (model == "JobSet" and name in state["workloads"])
     ):
         raise already_exists(resource, name)
     if resource.namespaced:
@@ -144,9 +200,11 @@ def create(state: State, resource: Resource, namespace: str, obj: Obj) -> Obj:
         meta["generation"] = 1
     for drop in ("deletionTimestamp", "selfLink"):
         meta.pop(drop, None)
+    if model == "JobSet":
+        views.register(state, obj)
     if resource.schema is not None:
         obj = to_storage(resource, obj)
-    section(state)["objects"][key] = obj
+    objects[key] = obj
     return _served(resource, obj)
 
 
@@ -158,8 +216,8 @@ def replace(
     state: State, resource: Resource, namespace: str, name: str, new: Obj, *, status: bool = False
 ) -> Obj:
     """An update (PUT, or the result of a patch): what changes and what the server keeps."""
-    key = _key(resource, namespace, name)
-    old = section(state)["objects"].get(key)
+    objects, key = _place(state, resource, namespace, name)
+    old = objects.get(key)
     if old is None:
         raise not_found(resource, name)
     if resource.schema is not None:
@@ -188,12 +246,13 @@ def replace(
     if "generation" in meta and _content(new) != _content(old):
         meta["generation"] = int(meta["generation"]) + 1
     meta["resourceVersion"] = str(next_id(state))
-    section(state)["objects"][key] = new
+    objects[key] = new
     return _served(resource, new)
 
 
 def stored(state: State, resource: Resource, namespace: str, name: str) -> Obj:
-    obj = section(state)["objects"].get(_key(resource, namespace, name))
+    objects, key = _place(state, resource, namespace, name)
+    obj = objects.get(key)
     if obj is None:
         raise not_found(resource, name)
     return _served(resource, obj)
@@ -204,21 +263,33 @@ def delete(
 ) -> Obj:
     """Remove the object (and, for a namespace, everything in it; for an owner, what it owns
     unless ``orphan``: the propagation policy Orphan)."""
-    objects = section(state)["objects"]
-    obj = objects.pop(_key(resource, namespace, name), None)
+    objects, key = _place(state, resource, namespace, name)
+    obj = objects.pop(key, None)
+    if views.kind_of(resource) == "Pod" and namespace == "default" and obj is None:
+        pod = views.pod(state, name)  # its JobSet's controller would make it again
+        if pod is not None:
+            return pod
+    if views.kind_of(resource) == "JobSet" and namespace == "default":
+        model = state["workloads"].get(name)
+        if model is not None:
+            obj = views.jobset(state, model, obj)
+            views.forget(state, name)
     if obj is None:
         raise not_found(resource, name)
-    uid = obj["metadata"]["uid"]
-    for key, other in list(objects.items()):
-        meta = other["metadata"]
-        owned = not orphan and any(
-            ref.get("uid") == uid for ref in meta.get("ownerReferences") or ()
-        )
-        inside = (
-            resource.plural == "namespaces" and not resource.group and meta.get("namespace") == name
-        )
-        if owned or inside:
-            del objects[key]
+    uid = obj["metadata"].get("uid")
+    for bucket in (section(state)["objects"], state.setdefault("k8s", {})):
+        for other_key, other in list(bucket.items()):
+            meta = other["metadata"]
+            owned = not orphan and any(
+                ref.get("uid") == uid for ref in meta.get("ownerReferences") or ()
+            )
+            inside = (
+                resource.plural == "namespaces"
+                and not resource.group
+                and meta.get("namespace") == name
+            )
+            if owned or inside:
+                del bucket[other_key]
     if not resource.group and resource.plural == "pods":
         logs = section(state)["logs"]
         for log_key in [k for k in logs if k.startswith(f"{namespace}/{name}/")]:

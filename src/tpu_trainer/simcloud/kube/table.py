@@ -1,9 +1,11 @@
 """``meta.k8s.io/v1`` Table answers, which ``kubectl get`` asks for (``Accept: ...;as=Table``):
 the columns the real server prints for the core kinds, a CRD version's
-``additionalPrinterColumns`` (simple ``.a.b`` JSON paths) for custom resources."""
+``additionalPrinterColumns`` (``.a.b`` JSON paths and ``[?(@.k=='v')]`` list filters) for
+custom resources."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -43,12 +45,20 @@ def _age(obj: Obj, now: float) -> str:
     return f"{seconds}s"
 
 
+_STEP = re.compile(r"\.([A-Za-z0-9_-]+)|\[\?\(@\.([A-Za-z0-9_-]+)==['\"]([^'\"]*)['\"]\)\]")
+
+
 def _path(obj: Obj, path: str) -> Any:
+    """A printer column's ``jsonPath``: ``.a.b``, and list filters ``.c[?(@.type=='Ready')].d``
+    (the first match)."""
     node: Any = obj
-    for part in path.strip().lstrip(".").split("."):
-        if not part or not isinstance(node, dict):
+    for field, key, value in _STEP.findall(path.strip()):
+        if field and isinstance(node, dict):
+            node = node.get(field)
+        elif key and isinstance(node, list):
+            node = next((i for i in node if isinstance(i, dict) and i.get(key) == value), None)
+        else:
             return None
-        node = node.get(part)
     return node
 
 
