@@ -13,7 +13,6 @@ from typing import Any
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
 
-
 KUBECTL_INSTALL = (
     "install kubectl (https://kubernetes.io/docs/tasks/tools/#kubectl, or "
     "`gcloud components install kubectl`) and put it on PATH"
