@@ -74,12 +74,16 @@ def _valid(*objs: dict[str, Any]) -> None:
 
 
 def test_a_jobset_runs_through_kueue_to_completion_and_is_deleted(kube: Kube) -> None:
-    made = kube.run("apply", "-f", "-", stdin=json.dumps(jobset("train-run")))
+    sent = jobset("train-run")
+    rules = [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]  # as xpk's
+    sent["spec"]["failurePolicy"]["rules"] = rules
+    made = kube.run("apply", "-f", "-", stdin=json.dumps(sent))
     assert made.stdout.strip() == "jobset.jobset.x-k8s.io/train-run created", made.stderr
     held = kube.json("get", "jobset", "train-run")
     _valid(held)
     assert held["metadata"]["uid"] == jobset_uid("train-run")
     assert held["spec"]["suspend"] is True
+    assert held["spec"]["failurePolicy"]["rules"][0]["name"] == "failurePolicyRule0"  # webhook
     assert _condition(held, "Suspended")["reason"] == "SuspendedJobs"
     waiting = kube.json("get", "workloads", "-l", f"{JOB_UID}={jobset_uid('train-run')}")
     assert len(waiting["items"]) == 1

@@ -1,7 +1,8 @@
-"""What the API server does to a custom resource before it stores it: defaults from the CRD's
-schema, unknown fields by the request's ``fieldValidation`` (Strict: a 400 naming them; Warn: a
-warning each; Ignore: dropped silently; they are pruned either way), then the schema (a 422
-Invalid with one cause per problem). The checks themselves are ``infra.crd``'s."""
+"""What the API server does to a custom resource before it stores it: the failure policy rule
+names JobSet's defaulting webhook gives, defaults from the CRD's schema, unknown fields by the
+request's ``fieldValidation`` (Strict: a 400 naming them; Warn: a warning each; Ignore: dropped
+silently; they are pruned either way), then the schema (a 422 Invalid with one cause per
+problem). The checks themselves are ``infra.crd``'s."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def admit(
     """The object as it will be stored, and the warnings to answer with; raises the real errors."""
     if resource.schema is None:
         return obj, []
+    obj = _jobset_webhook(resource, obj)
     name = str((obj.get("metadata") or {}).get("name") or "")
     loose = validate(obj, strict=False)
     unknown = [line for line in validate(obj, strict=True) if line.endswith(_UNKNOWN)]
@@ -73,6 +75,20 @@ def admit(
     apply_defaults(stored, resource.schema)
     prune(stored, resource.schema)
     return stored, fields if mode == "Warn" else []
+
+
+def _jobset_webhook(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    """What JobSet's defaulting webhook adds before the schema is checked: the name
+    ``failurePolicyRule<N>`` of each failure policy rule that has none (xpk's have none)."""
+    policy = (obj.get("spec") or {}).get("failurePolicy") if resource.kind == "JobSet" else None
+    rules = policy.get("rules") if isinstance(policy, dict) else None
+    if not isinstance(rules, list):
+        return obj
+    obj = copy.deepcopy(obj)
+    for n, rule in enumerate(obj["spec"]["failurePolicy"]["rules"]):
+        if isinstance(rule, dict) and not rule.get("name"):
+            rule["name"] = f"failurePolicyRule{n}"
+    return obj
 
 
 def check_field_validation(value: str) -> str:
