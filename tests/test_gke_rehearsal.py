@@ -1,5 +1,5 @@
 """The whole GKE pipeline against the simulated cloud (the real gcloud against the emulated
-GKE and Compute APIs, stand-in kubectl and xpk): failover, fallback, crash clean-up."""
+GKE and Compute APIs, the real kubectl against the emulated Kubernetes API, stand-in xpk): failover, fallback, crash clean-up."""
 
 from __future__ import annotations
 

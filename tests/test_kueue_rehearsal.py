@@ -19,13 +19,15 @@ from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.fakecloud import fake_cloud_env, write_shims
 from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import load_scenario
+from tpu_trainer.fakecloud.shims import REHEARSAL_TOOLS
 from tpu_trainer.fakecloud.state import transaction
 from tpu_trainer.fakecloud.workloads import new_workload
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import FakeClock
-from tpu_trainer.infra.runner import SubprocessRunner
+from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
 from tpu_trainer.launchers.gke.follow import Follower
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.simcloud.rehearsal import emulated_env
 
 pytestmark = pytest.mark.e2e
 
@@ -45,14 +47,15 @@ class Recording(SilentDisplay):
 
 def test_the_waiting_line_shows_kueues_message_from_the_jobsets_workload(tmp_path: Path) -> None:
     state_file = init_state(load_scenario(SCENARIO), tmp_path / "state.json")
-    write_shims(tmp_path / "bin")
-    env = fake_cloud_env(tmp_path / "bin", state_file)
+    write_shims(tmp_path / "bin", tools=REHEARSAL_TOOLS)  # the real kubectl, as in a rehearsal
+    env = emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state_file))
     with transaction(state_file) as state:
         state["workloads"]["demo-run"] = new_workload(
             state, "demo-run", Slice.parse("tpu7x-4x4x4"), num_slices=1, zone="us-central1-c",
             image="img", command="true", parallel_flag=False,
         )  # fmt: skip
-    runner = SubprocessRunner(env=env)
+    ran: list[CommandResult] = []
+    runner = SubprocessRunner(env=env, recorder=ran.append)
     display = Recording()
     follower = Follower(
         Kubectl(runner), runner, display, "demo-run", expected_pods=16,
@@ -68,18 +71,10 @@ def test_the_waiting_line_shows_kueues_message_from_the_jobsets_workload(tmp_pat
     waiting = [line for line in display.messages if line.startswith("Kueue has not admitted")]
     assert waiting and all(KUEUE_SAYS in line for line in waiting), display.messages
     assert follower.ending() is None  # still suspended: no terminal condition
-    listed = [
-        c for c in _calls(state_file) if c[:3] == ["kubectl", "get", "workloads.kueue.x-k8s.io"]
-    ]
+    listed = [r.argv for r in ran if r.argv[:3] == ("kubectl", "get", "workloads.kueue.x-k8s.io")]
     assert listed and all(
         any(a.startswith("--selector=kueue.x-k8s.io/job-uid=") for a in c) for c in listed
     )
-
-
-def _calls(state_file: Path) -> list[list[str]]:
-    from tpu_trainer.fakecloud.state import recorded_calls
-
-    return recorded_calls(state_file)
 
 
 def _train(tmp_path: Path, scenario: Path, *args: str) -> subprocess.CompletedProcess[str]:

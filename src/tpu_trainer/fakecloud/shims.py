@@ -1,4 +1,9 @@
-"""Putting the fake tools on PATH: ``gcloud``, ``kubectl``, ``xpk`` and ``gcluster`` shell shims."""
+"""Putting the fake tools on PATH: ``gcloud``, ``kubectl``, ``xpk`` and ``gcluster`` shell shims.
+
+A rehearsal (``rehearsal.prepare``) writes only ``REHEARSAL_TOOLS``: its kubectl is the real
+one, against the emulated Kubernetes API server. The kubectl stand-in stays for what that
+server cannot serve (KubeRay's ``kubectl port-forward``, a tunnel over SPDY/websockets), and
+for the fake cloud's own tests."""
 
 from __future__ import annotations
 
@@ -13,13 +18,21 @@ from tpu_trainer.fakecloud.state import STATE_ENV
 from tpu_trainer.runtime.xpk_runtime import XPK_ENV
 
 TOOLS = ("gcloud", "kubectl", "xpk", "gcluster")
+REHEARSAL_TOOLS = ("gcloud", "xpk", "gcluster")
+"""The shims of a rehearsal: the real kubectl reaches the emulated cluster."""
 
 
-def write_shims(bin_dir: Path, python: str = sys.executable) -> None:
-    """Write an executable ``#!/bin/sh`` script for each of :data:`TOOLS` into ``bin_dir``
-    that runs ``python -m tpu_trainer.fakecloud <tool> "$@"``."""
+def write_shims(
+    bin_dir: Path, python: str = sys.executable, tools: tuple[str, ...] = TOOLS
+) -> None:
+    """Write executable ``#!/bin/sh`` scripts (every one of :data:`TOOLS` unless ``tools``
+    says which) into ``bin_dir`` that run ``python -m tpu_trainer.fakecloud <tool> "$@"``; a
+    shim of another tool left there by an earlier version is removed."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     for tool in TOOLS:
+        if tool not in tools:
+            (bin_dir / tool).unlink(missing_ok=True)
+    for tool in tools:
         path = bin_dir / tool
         path.write_text(
             "#!/bin/sh\n"

@@ -3,11 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
+
+KUBECTL_INSTALL = (
+    "install kubectl (https://kubernetes.io/docs/tasks/tools/#kubectl, or "
+    "`gcloud components install kubectl`) and put it on PATH"
+)
+
+
+class KubectlMissingError(TpuTrainerError):
+    """kubectl is not installed."""
+
+
+def find_kubectl(env: Mapping[str, str], *, skip: Path | None = None) -> str:
+    """The kubectl on ``env``'s PATH (leaving out the folder ``skip``), or an error naming how
+    to install it."""
+    path = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and (skip is None or Path(p) != skip)
+    )
+    found = shutil.which("kubectl", path=path)
+    if found is None:
+        raise KubectlMissingError(
+            "kubectl is not installed: the tool reaches GKE clusters through it",
+            fix=KUBECTL_INSTALL,
+        )
+    return found
 
 
 def _not_found(result: CommandResult) -> bool:
@@ -72,7 +100,6 @@ class Kubectl:
     def apply(self, obj: dict[str, Any]) -> CommandResult:
         """``kubectl apply -f <file>`` of one object (validated by the caller)."""
         import tempfile
-        from pathlib import Path
 
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(obj, f)

@@ -1,13 +1,16 @@
 """A rehearsal's Google Cloud: the emulated APIs over the scenario's state file, in this process.
 
-``prepare`` lays out the fake cloud (``fakecloud.rehearsal.prepare``), starts the emulator
-(GKE and Compute over the state file) in daemon threads bound to 127.0.0.1, and returns the
-environment to run with: the real gcloud pointed at the emulator (a private configuration
-under the rehearsal folder), and the ``gcloud`` shim first on PATH, which hands the real gcloud
-everything but what is no API (``tpu-vm ssh``/``scp``) and the credential questions.
+``prepare`` lays out the fake cloud (``fakecloud.rehearsal.prepare``), starts the emulators
+(GKE, Compute and TPU; the cluster's Kubernetes API) over the state file in daemon threads
+bound to 127.0.0.1, and returns the environment to run with: the real gcloud pointed at the
+Google emulator (a private configuration under the rehearsal folder), the ``gcloud`` shim
+first on PATH, which hands the real gcloud everything but what is no API (``tpu-vm
+ssh``/``scp``) and the credential questions, and the real kubectl pointed at the Kubernetes
+emulator (``KUBECONFIG`` under the rehearsal folder; the user's ``~/.kube`` is never read).
 
-``train --rehearse`` and a later ``cleanup``/``gc`` each start their own emulator over the
-same state file, so they see one cloud; a killed ``train`` leaves its pools in the file.
+``train --rehearse`` and a later ``cleanup``/``gc`` each start their own emulators over the
+same state file, so they see one cloud; a killed ``train`` leaves its pools and workloads in
+the file. Each process listens on new ports and rewrites the kubeconfig for its own.
 Exchanges that break the discovery documents are appended to ``PROBLEMS`` in the folder.
 """
 
@@ -25,7 +28,10 @@ from tpu_trainer.fakecloud.gcloud_dispatch import REAL_GCLOUD_ENV
 from tpu_trainer.fakecloud.rehearsal import prepare as prepare_fake_cloud
 from tpu_trainer.fakecloud.state import read_state
 from tpu_trainer.infra.gcloud_parser import GcloudSdkMissingError
+from tpu_trainer.infra.kubectl import find_kubectl
 from tpu_trainer.simcloud.gcloud_env import gcloud_env
+from tpu_trainer.simcloud.kube import server as kube_server
+from tpu_trainer.simcloud.kube.kubeconfig import context_name, write_kubeconfig
 from tpu_trainer.simcloud.server import Emulator, Exchange, Service
 from tpu_trainer.simcloud.state_compute import StateCompute
 from tpu_trainer.simcloud.state_gke import StateGke
@@ -34,6 +40,8 @@ from tpu_trainer.simcloud.tpu_state import file_state
 
 PROBLEMS = "emulator-problems.jsonl"
 """Under the rehearsal folder: one JSON line per exchange the schemas found wrong."""
+KUBECONFIG = Path("kube") / "config"
+"""Under the rehearsal folder: the kubeconfig that points kubectl at the cluster's emulator."""
 
 
 def services(state: Path) -> Sequence[Service]:
@@ -84,15 +92,31 @@ def start_emulator(workdir: Path) -> Emulator:
     return emulator
 
 
+def kube_env(workdir: Path) -> dict[str, str]:
+    """Start the cluster's Kubernetes API emulator over ``workdir/state.json`` (until this
+    process ends, or it has been idle a while) and (re)write the kubeconfig that reaches it:
+    the context ``gcloud container clusters get-credentials`` names, a static token user
+    (``simcloud.kube.kubeconfig`` says why not the gcloud plugin). Returns ``KUBECONFIG`` and
+    kubectl's discovery cache folder, both under ``workdir``."""
+    state = read_state(workdir / "state.json")
+    base_url = kube_server.start(workdir / "state.json")
+    context = context_name(str(state["project"]), str(state["region"]), state["cluster"]["name"])
+    config = write_kubeconfig(workdir / KUBECONFIG, base_url, context)
+    return {"KUBECONFIG": str(config), "KUBECACHEDIR": str(config.parent / "cache")}
+
+
 def emulated_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
-    """``env`` (a fake-cloud environment) with the emulator started and gcloud pointed at it."""
+    """``env`` (a fake-cloud environment) with the emulators started and gcloud and kubectl
+    pointed at them (an error naming how to install either when it is missing)."""
     real = real_gcloud(env, workdir / "bin")
+    find_kubectl(env, skip=workdir / "bin")
     emulator = start_emulator(workdir)
     state = read_state(workdir / "state.json")
     signed_in = bool(state.get("account"))
     return {
         **env,
         **gcloud_env(emulator.base_url, workdir / "gcloud-config", signed_in=signed_in),
+        **kube_env(workdir),
         "CLOUDSDK_CORE_PROJECT": str(state["project"]),
         REAL_GCLOUD_ENV: real,
     }

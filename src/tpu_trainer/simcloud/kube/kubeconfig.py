@@ -2,8 +2,10 @@
 
 Its user is a static bearer token, not the ``exec`` user ``gcloud container clusters
 get-credentials`` writes (``gke-gcloud-auth-plugin``): over plain HTTP kubectl sends no
-credentials at all, so it would never run the plugin (which itself does answer offline under
-the emulated Google APIs' environment, with their access token). The server checks none.
+credentials at all, so it would never run the plugin; and the plugin asks gcloud for its
+token, about a second of gcloud per kubectl call, some thirty per GKE rehearsal. The server
+checks none. A rehearsal writes it at ``kube/config`` in its folder each time a process starts
+the server (``simcloud.rehearsal.kube_env``): the port is new each time.
 """
 
 from __future__ import annotations
