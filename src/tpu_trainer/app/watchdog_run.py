@@ -25,6 +25,7 @@ from tpu_trainer.app.watchdog import (
 from tpu_trainer.frameworks.maxtext.log import parse_completed
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.metrics.records import StepRecord
+from tpu_trainer.plan.plan import Plan
 from tpu_trainer.store.db import RunStore
 
 TICK_S = 5.0
@@ -136,6 +137,20 @@ def watchdog_settings(
     deadline = max(seen * COMPILE_FACTOR, 300.0)
     source = f"{COMPILE_FACTOR:g} × first step {seen:.0f} s seen for {model} on {device_type}"
     return WatchdogSettings(k, deadline, source)
+
+
+def plan_watchdog(
+    store: RunStore | None, plan: Plan, device_type: str | None = None
+) -> WatchdogSettings:
+    """:func:`watchdog_settings` for a run of ``plan`` (on ``device_type`` when it runs on
+    another slice than the plan's, e.g. this machine's CPU), as its configuration says."""
+    return watchdog_settings(
+        store,
+        plan.model,
+        device_type or plan.slice.device_type,
+        k=plan.config.watchdog_k,
+        first_step_deadline_s=plan.config.first_step_deadline,
+    )
 
 
 def _compile_seconds(store: RunStore, model: str, device_type: str) -> float | None:

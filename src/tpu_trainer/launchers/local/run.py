@@ -22,7 +22,7 @@ from tpu_trainer.app.results import (
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.app.watchdog import Hang
-from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
+from tpu_trainer.app.watchdog_run import LogWatch, plan_watchdog
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
@@ -232,14 +232,7 @@ class LocalRun(Launcher):
     def _watch(self) -> LogWatch:
         """The hang watchdog: the start-up deadline as configured (``first_step_deadline``),
         else from this model's earlier CPU runs, else the default."""
-        config = self.plan.config
-        settings = watchdog_settings(
-            self.store,
-            self.cpu_plan.model,
-            CPU_SLICE.device_type,
-            k=config.watchdog_k,
-            first_step_deadline_s=config.first_step_deadline,
-        )
+        settings = plan_watchdog(self.store, self.cpu_plan, CPU_SLICE.device_type)
         return LogWatch(settings, clock=self.clock)
 
     def _train(self, stages: Stages) -> tuple[int, list[Match]]:
