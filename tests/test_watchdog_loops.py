@@ -1,8 +1,11 @@
-"""The hang watchdog in the Ray follow loop (KubeRay's and a local Ray head's): a job whose
-training workers stop printing steps is stopped as hung, naming the worker that went quiet."""
+"""The hang watchdog's hooks on a fake clock: the Ray follow loop (KubeRay's and a local Ray
+head's) stops a job whose training workers stop printing steps, naming the worker that went
+quiet; the GKE follower's looks at the other hosts feed only their new lines, and one more look
+comes before the verdict."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,3 +76,32 @@ def test_a_ray_job_that_stops_making_progress_is_stopped_as_hung(
         assert dash.jobs["tpu-trainer-h"].status == "STOPPED"
     # decided within one poll of the limit: 60 s after the last step, 100 s without a first
     assert clock.now() <= (100.0 if "first" in expected else 40.0 + 60.0) + deadlines.poll_s
+
+
+def _maxtext_step(step: int, seconds: float) -> str:
+    return _step("x", step, seconds).split(") ", 1)[1].rstrip("\n")
+
+
+def test_other_hosts_new_lines_and_a_fresh_look_before_the_verdict() -> None:
+    clock = FakeClock()
+    watch = LogWatch(WatchdogSettings(k=5, min_stall_s=60.0), clock=clock, tick_s=5.0)
+    tails = {"worker 1": [_maxtext_step(s, 10.0) for s in range(3)]}
+    looks: list[float] = []
+
+    def look() -> None:  # what the GKE follower does: one tail per other pod
+        looks.append(clock.now())
+        watch.feed_tail("worker 1", tails["worker 1"])
+
+    watch.confirm = look
+    for step in range(5):
+        clock.sleep(10.0)
+        watch.feed("worker 0", _maxtext_step(step, 10.0))
+        if step == 2:
+            watch.feed_tail("worker 1", tails["worker 1"])  # the periodic look
+    watch.feed_tail("worker 1", tails["worker 1"])  # unchanged: nothing new is fed
+    assert watch.check() is None
+    cancel, done = threading.Event(), threading.Event()
+    watch.watch(cancel, done)
+    assert cancel.is_set() and watch.hang is not None and len(looks) == 1
+    # worker 1 stopped at step 2 while worker 0 reached step 4: worker 1 went quiet first
+    assert watch.hang.message.startswith("hung after step 4 (worker 1 quiet since step 2, 60 s")
