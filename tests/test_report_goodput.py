@@ -48,7 +48,7 @@ def test_an_unpriced_run_says_which_price_to_set(tmp_path: Path) -> None:
     assert "| 62.5% | PROGRAM_STARTUP | price unknown — set prices.tpu7x |" in row
     assert (
         "- **Goodput**: 62.5% (largest badput: PROGRAM_STARTUP); **cost**: price unknown — set "
-        "prices.tpu7x (up to the report; `tpu-trainer show` has the final figures)\n"
+        "prices.tpu7x (teardown included; `tpu-trainer show` has each phase)\n"
     ) in text
 
 

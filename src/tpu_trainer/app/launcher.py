@@ -11,6 +11,7 @@ what it does (:meth:`Launcher._launch`) and how what it made is given back
 
 from __future__ import annotations
 
+import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -96,9 +97,21 @@ class Launcher(ABC):
             from tpu_trainer.metrics.ledger import timeline_chart
 
             timeline_chart(self.store, row, self.run_dir)
+            self._refresh_report()
             if self.reports_stored_error and row and row.error and outcome.error is None:
                 outcome.error = row.error
         return outcome
+
+    def _refresh_report(self) -> None:
+        """The README figures again, now that the teardown has ended (it counts too)."""
+        from tpu_trainer.app.report_refresh import refresh_report
+        from tpu_trainer.plan.plan import Plan
+
+        plan = getattr(self, "plan", None)
+        prices = plan.config.prices if isinstance(plan, Plan) else {}
+        # the run's outcome is recorded already: figures that cannot be redone stay as written
+        with contextlib.suppress(Exception):
+            refresh_report(self.store, self.run_id, prices)
 
     # ---- services the steps use ----------------------------------------------------------
     @property

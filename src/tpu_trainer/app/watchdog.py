@@ -79,17 +79,21 @@ class Watchdog:
     _last_line: dict[str, float] = field(default_factory=dict)
     _step_at_line: dict[str, int | None] = field(default_factory=dict)
     """The last step seen when each host last logged."""
+    _own_step: dict[str, int] = field(default_factory=dict)
+    """The last step each host reported itself (hosts that print step lines)."""
     _steps_seen: int = 0
 
     def line(self, now: float, host: str) -> None:
         """``host`` logged something at ``now``."""
         self._last_line[host] = now
-        self._step_at_line[host] = self.last_step
+        self._step_at_line[host] = self._own_step.get(host, self.last_step)
 
     def step(self, now: float, host: str, step: int, seconds: float | None = None) -> None:
         """``host`` reported step ``step`` at ``now``; ``seconds`` is the step time the log
         gives (else the time since the previous step is used)."""
         self.line(now, host)
+        self._own_step[host] = max(step, self._own_step.get(host, step))
+        self._step_at_line[host] = self._own_step[host]
         if self.last_step is not None and step <= self.last_step:
             return
         if self._steps_seen and self.last_step_at is not None:
@@ -146,11 +150,18 @@ class Watchdog:
         )
 
     def _quiet_host(self) -> str:
-        """The host whose last line is the oldest (ties: the first told of), among the hosts
-        that still logged once training began (a host that only prints at start-up is not
-        one that went quiet)."""
+        """The host that went quiet first. Where hosts print their own step lines and one
+        stopped at an earlier step than the others, that host (the oldest of those); else the
+        host whose last line is the oldest (ties: the first told of), among the hosts that
+        still logged once training began (a host that only prints at start-up is not one
+        that went quiet)."""
         if not self._last_line:
             return "every host"
+        own = self._own_step
+        if len(set(own.values())) > 1:
+            lowest = min(own.values())
+            behind = [h for h in own if own[h] == lowest]
+            return min(behind, key=lambda h: self._last_line[h])
         begun = self.first_step_at
         active = {
             h: t for h, t in self._last_line.items() if begun is None or t >= begun

@@ -3,13 +3,16 @@ the run's clock, and its settings from the configuration and the run store's his
 
 A follow loop makes one :class:`LogWatch`, feeds it every line (:meth:`LogWatch.feed`), and
 runs :meth:`LogWatch.watch` in a thread beside its stream: on a hang it sets the loop's cancel
-event (the stream stops at once) and keeps the :class:`~tpu_trainer.app.watchdog.Hang`.
+event (the stream stops at once) and keeps the :class:`~tpu_trainer.app.watchdog.Hang`. Hosts
+whose logs are not streamed but looked at now and then (the last lines of another pod's log)
+are fed through :meth:`LogWatch.feed_tail`, which passes on the lines not seen at the previous
+look.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.watchdog import (
@@ -22,6 +25,7 @@ from tpu_trainer.app.watchdog import (
 from tpu_trainer.frameworks.maxtext.log import parse_completed
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.metrics.records import StepRecord
+from tpu_trainer.plan.plan import Plan
 from tpu_trainer.store.db import RunStore
 
 TICK_S = 5.0
@@ -45,9 +49,15 @@ class LogWatch:
     tick_s: float = TICK_S
     parse: Callable[[str], StepRecord | None] = maxtext_step
     """The program's step lines (MaxText's unless told otherwise)."""
+    confirm: Callable[[], None] | None = None
+    """Called when the watchdog sees a hang, before it decides: a fresh look at the hosts
+    whose logs are not streamed (their new lines fed through :meth:`feed_tail`), so the
+    verdict, and the host it names, rest on every host's latest lines."""
     hang: Hang | None = None
     dog: Watchdog = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tails: dict[str, str] = field(default_factory=dict)
+    """The last line of each host's log at the previous look."""
 
     def __post_init__(self) -> None:
         self.dog = Watchdog(self.settings, self.clock.now())
@@ -62,6 +72,16 @@ class LogWatch:
             else:
                 self.dog.line(now, host)
 
+    def feed_tail(self, host: str, lines: Sequence[str]) -> None:
+        """The last lines of ``host``'s log as read now: those after the previous look's last
+        line (all of them when it is no longer among them) are fed, now."""
+        if not lines:
+            return
+        new = lines_after(self._tails.get(host), lines)
+        self._tails[host] = lines[-1]
+        for line in new:
+            self.feed(host, line)
+
     def check(self) -> Hang | None:
         with self._lock:
             return self.dog.check(self.clock.now())
@@ -73,6 +93,9 @@ class LogWatch:
             if done.is_set() or cancel.is_set():
                 return
             found = self.check()
+            if found is not None and self.confirm is not None:
+                self.confirm()
+                found = self.check()
             if found is not None:
                 self.hang = found
                 cancel.set()
@@ -82,6 +105,16 @@ class LogWatch:
         thread = threading.Thread(target=self.watch, args=(cancel, done), daemon=True)
         thread.start()
         return thread
+
+
+def lines_after(last: str | None, lines: Sequence[str]) -> Sequence[str]:
+    """The lines after the last occurrence of ``last`` (all of them when it is not there)."""
+    if last is None:
+        return lines
+    for at in range(len(lines) - 1, -1, -1):
+        if lines[at] == last:
+            return lines[at + 1 :]
+    return lines
 
 
 def watchdog_settings(
@@ -104,6 +137,20 @@ def watchdog_settings(
     deadline = max(seen * COMPILE_FACTOR, 300.0)
     source = f"{COMPILE_FACTOR:g} × first step {seen:.0f} s seen for {model} on {device_type}"
     return WatchdogSettings(k, deadline, source)
+
+
+def plan_watchdog(
+    store: RunStore | None, plan: Plan, device_type: str | None = None
+) -> WatchdogSettings:
+    """:func:`watchdog_settings` for a run of ``plan`` (on ``device_type`` when it runs on
+    another slice than the plan's, e.g. this machine's CPU), as its configuration says."""
+    return watchdog_settings(
+        store,
+        plan.model,
+        device_type or plan.slice.device_type,
+        k=plan.config.watchdog_k,
+        first_step_deadline_s=plan.config.first_step_deadline,
+    )
 
 
 def _compile_seconds(store: RunStore, model: str, device_type: str) -> float | None:

@@ -221,6 +221,15 @@ def _log(value: Any) -> str:
     return value
 
 
+def _hang_worker(data: Any) -> Any:
+    """``hang_after_step: {step: N, worker: W}`` read as ``hang_after_step: N`` and
+    ``hang_worker: W``."""
+    if not isinstance(data, dict) or not isinstance(data.get("hang_after_step"), dict):
+        return data
+    hang = keys(data["hang_after_step"], ("step", "worker"), required=("step",))
+    return {**data, "hang_after_step": hang["step"], "hang_worker": hang.get("worker", 0)}
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
     exit_code: Count = 0
@@ -231,7 +240,11 @@ class WorkloadSpec:
     """True: the workload never finishes (waiting ends in a timeout, exit 124)."""
     hang_after_step: MaybeCount = None
     """Worker 0 stops logging after this step's line and the workload never finishes: its
-    ``kubectl logs -f`` stays open, silent, until it is stopped."""
+    ``kubectl logs -f`` stays open, silent, until it is stopped. Also written
+    ``{step: N, worker: W}``: then every host prints the step lines, host W (of slice 0)
+    went quiet first (its log ends at step N - 1) and the others stop after step N."""
+    hang_worker: Count = 0
+    """The host that went quiet first (``hang_after_step``'s ``worker``)."""
     other_hosts_log: AnyText = None
     """What the other hosts print (default: one line saying worker 0 logs the metrics)."""
     tpus_taken: Flag = False
@@ -249,22 +262,24 @@ class WorkloadSpec:
     @model_validator(mode="before")
     @classmethod
     def _keys(cls, data: Any, info: ValidationInfo) -> Any:
-        data = keys(
-            data,
-            (
-                "exit_code",
-                "log",
-                "log_file",
-                "pending_polls",
-                "running_polls",
-                "hang",
-                "hang_after_step",
-                "parallel_containers",
-                "other_hosts_log",
-                "tpus_taken",
-                "reclaim_after_step",
-            ),
-            optional=True,
+        data = _hang_worker(
+            keys(
+                data,
+                (
+                    "exit_code",
+                    "log",
+                    "log_file",
+                    "pending_polls",
+                    "running_polls",
+                    "hang",
+                    "hang_after_step",
+                    "parallel_containers",
+                    "other_hosts_log",
+                    "tpus_taken",
+                    "reclaim_after_step",
+                ),
+                optional=True,
+            )
         )
         return text_or_file(data, "log", base_dir(info)) if isinstance(data, dict) else data
 

@@ -76,6 +76,7 @@ def new_workload(
         "running_polls": int(spec["running_polls"]),
         "hang": bool(spec["hang"]),
         "hang_after_step": spec.get("hang_after_step"),
+        "hang_worker": int(spec.get("hang_worker") or 0),
         "tpus_taken": bool(spec.get("tpus_taken")),
         "log": log,
         "reclaim": reclaim,
@@ -408,9 +409,13 @@ def hangs(wl: dict[str, Any]) -> bool:
 
 def log_of(wl: dict[str, Any], j: int, i: int, container: str) -> str:
     """Worker 0 of slice 0 prints the scenario's log (its first container), up to the
-    ``hang_after_step`` step's line when set; others one line."""
-    if j == 0 and i == 0 and container == wl["containers"][0]:
-        text = _until_step(str(wl["log"]), wl.get("hang_after_step"))
+    ``hang_after_step`` step's line when set; others one line. With a ``hang_worker`` other
+    than 0, every host of slice 0 prints the log: that one up to the step before."""
+    after, quiet = wl.get("hang_after_step"), int(wl.get("hang_worker") or 0)
+    every_host = quiet > 0 and after is not None
+    if j == 0 and (i == 0 or every_host) and container == wl["containers"][0]:
+        stop = int(str(after)) - 1 if every_host and i == quiet else after
+        text = _until_step(str(wl["log"]), stop)
         return text if text.endswith("\n") or not text else text + "\n"
     if wl.get("other_hosts_log"):
         text = str(wl["other_hosts_log"])

@@ -97,7 +97,7 @@ class RunReport:
     largest_badput: str | None = None
     """The bucket that took the most time (``SCHEDULING_AND_IMAGE_PULL``, ``PROGRAM_STARTUP``...)."""
     cost_usd: float | None = None
-    """What the TPU-hours cost up to the report (None when the price is unknown)."""
+    """What the TPU-hours cost, teardown included (None when the price is unknown)."""
     cost_per_million_tokens: float | None = None
     price_note: str = ""
     """Why there is no cost (``price unknown — set prices.tpu7x ...``); empty when priced."""

@@ -41,6 +41,7 @@ from tpu_trainer.report.sections import (
     MY_RUNS_TITLES,
     Labels,
     Lang,
+    ledger_line,
     marker,
     norm,
     render_readme,
@@ -102,6 +103,42 @@ def update_readme(
             f"cannot write {path}: {exc.strerror or exc}; it was left as it was",
             fix=_later(path, run.run_id),
         ) from exc
+
+
+def refresh_figures(
+    path: Path, old: RunReport, new: RunReport, *, lock_dir: Path | None = None
+) -> bool:
+    """Put ``new``'s figures in place of ``old``'s in the README at ``path`` (the run's row
+    and its section's goodput line, in the language they were written in). Returns False
+    when the README does not hold ``old``'s text as written (edited by hand, or missing):
+    it is then left as it is."""
+    if not path.is_file():
+        return False
+    check_writable(path, new.run_id)
+    with file_lock(lock_path(path, lock_dir), timeout=120.0):
+        text = path.read_text(encoding="utf-8")
+        changed = replace_figures(text, old, new)
+        if changed == text:
+            return False
+        atomic_write(path, changed.encode("utf-8"))
+        return True
+
+
+def replace_figures(text: str, old: RunReport, new: RunReport) -> str:
+    """``text`` with ``old``'s row and goodput line replaced by ``new``'s (pure)."""
+    lines = _split_lines(text)
+    found = _find_runs_table(lines)
+    header = found[1] if found is not None else None
+    for lab in LABELS.values():
+        pairs = [(ledger_line(old, lab).rstrip("\n"), ledger_line(new, lab).rstrip("\n"))]
+        if header is not None:
+            row = (table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))
+            pairs.append((row[0].rstrip("\n"), row[1].rstrip("\n")))
+        if all(before and before in text for before, _ in pairs):
+            for before, after in pairs:
+                text = text.replace(before, after, 1)
+            return text
+    return text
 
 
 def _later(path: Path, run_id: str) -> str:

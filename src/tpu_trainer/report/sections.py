@@ -74,7 +74,7 @@ _ZH = Labels(
     "其余每行汇总 {width} 步，格式为 均值 (最小–最大)。",
     charts="图表每 {width} 步画出均值和最小–最大范围（单步尖峰仍可见）。",
     goodput="- **Goodput**：{goodput}（最大 badput：{badput}）；**成本**：{cost}"
-    "（截至写报告时；`tpu-trainer show` 给出最终数字）\n",
+    "（含拆除阶段；`tpu-trainer show` 给出各阶段）\n",
 )
 _EN = Labels(
     code="en",
@@ -96,7 +96,7 @@ _EN = Labels(
     charts="The charts draw the mean and the min–max range of each {width} steps "
     "(a one-step spike stays visible).",
     goodput="- **Goodput**: {goodput} (largest badput: {badput}); **cost**: {cost} "
-    "(up to the report; `tpu-trainer show` has the final figures)\n",
+    "(teardown included; `tpu-trainer show` has each phase)\n",
 )
 LABELS: dict[str, Labels] = {ReportLang.ZH: _ZH, ReportLang.EN: _EN}
 _REHEARSAL = "rehearsal"
@@ -288,14 +288,19 @@ def run_section(run: RunReport, lab: Labels, plot_links: Sequence[str]) -> str:
         f"- **{lab.loss_drop}**: {_num(run.loss_first, 3)} → {_num(run.loss_last, 3)} "
         f"({'n/a' if drop is None else _num(drop, 1) + '%'})\n",
         f"- **{lab.run}**: {' · '.join(facts)}\n",
-        lab.goodput.format(
-            goodput=_percent(run.goodput), badput=run.largest_badput or "n/a", cost=_cost(run)
-        )
-        if _ledger_note(run)
-        else "",
+        ledger_line(run, lab),
         *(f"\n![{_alt(link)}]({link})\n" for link in plot_links),
     ]
     return "".join(parts)
+
+
+def ledger_line(run: RunReport, lab: Labels) -> str:
+    """The section's goodput and cost line ("" when the run has neither)."""
+    if not _ledger_note(run):
+        return ""
+    return lab.goodput.format(
+        goodput=_percent(run.goodput), badput=run.largest_badput or "n/a", cost=_cost(run)
+    )
 
 
 def _steps_part(run: RunReport, lab: Labels, rows: Sequence[tuple[str, ...]]) -> str:

@@ -2,6 +2,9 @@
 
 A fatal error in any log (out of memory, mesh, topology, StopIteration, a config error) ends
 the wait at once, so the run can be diagnosed and torn down within seconds instead of hours.
+The hang watchdog is fed worker 0's stream and the other hosts' new lines from each look at
+their last lines (one ``kubectl logs --tail`` per pod, every 4 polls, and once more when the
+watchdog sees a hang, before it decides): it names the host that went quiet first.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ class Follower:
     namespace: str = "default"
     clock: Clock = SYSTEM_CLOCK
     watch: LogWatch | None = None
-    """The hang watchdog, fed worker 0's lines while they stream."""
+    """The hang watchdog, fed worker 0's lines while they stream and the other hosts' new
+    lines at each look at them."""
 
     def run(self) -> FollowResult:
         pods, why = self._wait_started()
@@ -176,7 +180,7 @@ class Follower:
                     return
                 log.write(redact(line) + "\n")
                 self.on_line(line)
-                self._watched(line)
+                self._watched(pod.host, line)
                 scanner.feed(line)
                 found = scanner.fatal
                 if found and not fatal:
@@ -198,9 +202,9 @@ class Follower:
                 watcher.join(timeout=5)
         return result.code, fatal
 
-    def _watched(self, line: str) -> None:
+    def _watched(self, host: str, line: str) -> None:
         if self.watch is not None:
-            self.watch.feed("worker 0", line)
+            self.watch.feed(host, line)
 
     def _start_watchdog(self, cancel: threading.Event, done: threading.Event) -> None:
         """The hang watchdog beside the stream: a hang sets ``cancel`` like a fatal line."""
@@ -213,6 +217,12 @@ class Follower:
         """While worker 0 streams, look at the other hosts now and then: a fatal error on any
         host stops the follow."""
         others = self._pods()[1:]
+        if self.watch is not None:
+
+            def look() -> None:  # the watchdog's fresh look before it decides
+                self._scan_others(others)
+
+            self.watch.confirm = look
         while others and not done.wait(self.poll_seconds * 4):
             found = self._scan_others(others)
             if found and not fatal:
@@ -231,7 +241,10 @@ class Follower:
                 f"--tail={_OTHER_HOSTS_TAIL}",
             ]
             result = self.runner.run(argv, timeout=300)
-            matches = diagnose(result.stdout.splitlines())
+            lines = result.stdout.splitlines()
+            if self.watch is not None:
+                self.watch.feed_tail(pod.host, lines)
+            matches = diagnose(lines)
             return [m for m in matches if m.severity == "fatal"] if has_fatal(matches) else []
 
         with ThreadPoolExecutor(max_workers=min(8, len(pods))) as pool:

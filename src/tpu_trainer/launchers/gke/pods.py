@@ -24,6 +24,12 @@ class PodView:
     exit_codes: tuple[int, ...]
 
     @property
+    def host(self) -> str:
+        """How the run names the host: ``worker 1``, ``slice 2 worker 0`` on several slices."""
+        where = f"slice {self.slice_index} " if self.slice_index else ""
+        return f"{where}worker {self.worker}"
+
+    @property
     def main_container(self) -> str:
         """``jax-tpu`` on one host; ``jax-tpu-1`` where a host runs several containers."""
         return self.containers[0] if self.containers else "jax-tpu"

@@ -18,6 +18,7 @@ from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Recorded, Versions
+from tpu_trainer.app.watchdog_run import plan_watchdog
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.ray_jobs import RayJobsClient
@@ -194,6 +195,7 @@ class KubeRayRun(Launcher):
                 env=kplan.job_env,
                 waiting=waiting_for_slices(self.plan, kplan),
                 deadlines=self.deadlines,
+                watchdog=plan_watchdog(self.store, self.plan),
             )
             result = job.run(client, request)
         return result.error, result.recorded

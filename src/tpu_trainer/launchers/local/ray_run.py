@@ -18,10 +18,11 @@ from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, package_versions
+from tpu_trainer.app.watchdog_run import plan_watchdog
 from tpu_trainer.infra.ray_jobs import RayJobsClient
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.launchers.local.run import ENTRY_MODULE, local_args
+from tpu_trainer.launchers.local.run import CPU_SLICE, ENTRY_MODULE, local_args
 from tpu_trainer.launchers.ray.entry import (
     ENTRY_SCRIPT,
     JOB_ENV,
@@ -139,6 +140,7 @@ class LocalRayRun(Launcher):
                 "other jobs",
             ),
             deadlines=self.deadlines,
+            watchdog=plan_watchdog(self.store, self.plan, CPU_SLICE.device_type),
         )
         result = job.run(client, request)
         outcome.error = result.error

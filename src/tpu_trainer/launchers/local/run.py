@@ -21,10 +21,13 @@ from tpu_trainer.app.results import (
 )
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
+from tpu_trainer.app.watchdog import Hang
+from tpu_trainer.app.watchdog_run import LogWatch, plan_watchdog
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.frameworks.maxtext.configs import MaxTextConfigs
 from tpu_trainer.frameworks.maxtext.request import MaxTextRequest
 from tpu_trainer.frameworks.maxtext.scale_down import ScaledArgs, scale_down
+from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.launch_path import LaunchPath
@@ -103,6 +106,10 @@ class LocalRun(Launcher):
     scaled: ScaledArgs | None = None
     """A TPU recipe's arguments scaled down for this CPU (``--scale-down``); the run is then
     recorded on cpu-1, its report says so."""
+    clock: Clock = SYSTEM_CLOCK
+    """The time the hang watchdog reads."""
+    hang: Hang | None = field(default=None, init=False)
+    """The watchdog's verdict when MaxText stopped printing steps."""
 
     @property
     def cpu_plan(self) -> Plan:
@@ -149,14 +156,16 @@ class LocalRun(Launcher):
         if code == 0 and not fatal:
             cut_short = interruption_in_log(self.run_dir / "worker0.log", steps_of(self.cpu_plan))
         status = RunStatus.SUCCEEDED
-        if fatal or code != 0:
+        if fatal or code != 0 or self.hang is not None:
             status = RunStatus.FAILED
         elif cut_short is not None:
             status = RunStatus.INTERRUPTED
         recorded = self._record_results(stages, self.cpu_plan, Ending(status, cut_short))
         if recorded is not None:
             outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
-        if fatal:
+        if self.hang is not None:
+            outcome.error = self.hang.message
+        elif fatal:
             outcome.error = f"{fatal[0].title}: {fatal[0].excerpt} — fix: {fatal[0].fix}"
         elif code != 0:
             outcome.error = f"MaxText exited with {code}"
@@ -200,7 +209,8 @@ class LocalRun(Launcher):
             libtpu=found.get("libtpu", ""),
         )
 
-    def _train(self, stages: Stages) -> tuple[int, list[Match]]:
+    def _program(self, stages: Stages) -> list[str]:
+        """The runtime (installed once), then MaxText's trainer command for this run."""
         stages.start("runtime")
         python = install(MAXTEXT, self.runner, self.display.info)
         maxtext_dir = next(python.parent.parent.glob("lib/python*/site-packages/maxtext"), None)
@@ -211,40 +221,60 @@ class LocalRun(Launcher):
             )
         self.versions = self._versions(maxtext_dir.parent)
         stages.done("runtime", detail=str(python))
-        stages.start("train")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        argv = [
+        return [
             str(python),
             "-m",
             ENTRY_MODULE,
             str(base_config(maxtext_dir, self.plan.recipe.entry.base_config)),
             *local_args(self.cpu_plan, self.run_dir, self.run_id),
         ]
-        cancel = threading.Event()
+
+    def _watch(self) -> LogWatch:
+        """The hang watchdog: the start-up deadline as configured (``first_step_deadline``),
+        else from this model's earlier CPU runs, else the default."""
+        settings = plan_watchdog(self.store, self.cpu_plan, CPU_SLICE.device_type)
+        return LogWatch(settings, clock=self.clock)
+
+    def _train(self, stages: Stages) -> tuple[int, list[Match]]:
+        argv = self._program(stages)
+        stages.start("train")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        cancel, done = threading.Event(), threading.Event()
         fatal: list[Match] = []
         scanner = LiveScanner()
         redact = Redactor()
         steps = StepDisplay(self.display)
+        watch = self._watch()
         with (self.run_dir / "worker0.log").open("w", encoding="utf-8") as log:
 
             def on_line(_: str, line: str) -> None:
                 log.write(redact(line) + "\n")
                 steps(line)
+                watch.feed("worker 0", line)
                 scanner.feed(line)
                 if not fatal and scanner.fatal:
                     fatal.extend(scanner.fatal)
                     cancel.set()
 
-            result = self.runner.run(
-                argv,
-                on_line=on_line,
-                cancel=cancel,
-                timeout=24 * 3600,
-                env={"JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"},
-            )
+            watch.start(cancel, done)
+            try:
+                result = self.runner.run(
+                    argv,
+                    on_line=on_line,
+                    cancel=cancel,
+                    timeout=24 * 3600,
+                    env={"JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"},
+                )
+            finally:
+                done.set()
+        self.hang = watch.hang
+        if self.hang is not None:
+            self.display.warn(f"watchdog: {self.hang.message}; MaxText was stopped")
         stages.done(
             "train",
-            "ok" if result.ok and not fatal else "failed",
-            f"exit {result.code}, {steps.lines} log lines",
+            "ok" if result.ok and not fatal and self.hang is None else "failed",
+            self.hang.message
+            if self.hang is not None
+            else f"exit {result.code}, {steps.lines} log lines",
         )
         return result.code, fatal

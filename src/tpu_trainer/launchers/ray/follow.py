@@ -8,7 +8,9 @@ collect stage reads like any other launcher's worker-0 log.
 Deadlines: Ray waits forever for a TPU slice it cannot schedule, so a job that has not started
 training (still PENDING, or RUNNING with no training worker yet) within ``start_s`` is stopped
 and reported with the slice's shape; a job still running after ``finish_s`` is stopped too. A
-fatal error in any line (out of memory, mesh, a config error) stops the job at once.
+fatal error in any line (out of memory, mesh, a config error) stops the job at once, and so
+does the hang watchdog (:mod:`tpu_trainer.app.watchdog`), fed each training worker's lines: no
+first step by the start-up deadline, or no new step for k × the steady step time.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from types import TracebackType
 from typing import IO
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.ray_jobs import JobInfo, JobStatus, LogCursor, RayJobsClient
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.launchers.ray.log import (
+    TRAIN_WORKER,
+    RayLine,
     Worker0Lines,
     parse_ray_line,
     training_started,
@@ -47,6 +52,8 @@ class JobEnd(StrEnum):
     TIMED_OUT = "timed-out"
     FATAL = "fatal"
     """A fatal error in the log (the job was stopped)."""
+    HUNG = "hung"
+    """The watchdog saw no progress (the job was stopped)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +98,8 @@ class JobLogs:
     scanner: LiveScanner = field(default_factory=LiveScanner)
     started: bool = False
     waiting_for: str | None = None
+    watch: LogWatch | None = None
+    """The hang watchdog, fed every training worker's lines."""
     _files: list[IO[str]] = field(default_factory=list)
 
     def __enter__(self) -> JobLogs:
@@ -116,6 +125,8 @@ class JobLogs:
         job_log = self._files[0]
         job_log.write(self.redact(clean_line(raw)) + "\n")
         self.scanner.feed(line.text)
+        if self.watch is not None and line.actor == TRAIN_WORKER:
+            self.watch.feed(worker_host(line), line.text)
         if not self.started and training_started(line):
             self.started = True
         reason = waiting_reason(line)
@@ -163,6 +174,9 @@ class RayJobFollower:
             fatal = self.logs.fatal()
             if fatal:
                 return self._give_up(JobEnd.FATAL, info, _fatal_message(fatal[0]), tuple(fatal))
+            hang = self.logs.watch.check() if self.logs.watch is not None else None
+            if hang is not None:
+                return self._give_up(JobEnd.HUNG, info, hang.message)
             waited = tick.now()
             if not self.logs.started and waited > self.deadlines.start_s:
                 return self._give_up(JobEnd.NOT_STARTED, info, self._not_started(waited))
@@ -218,6 +232,12 @@ class RayJobFollower:
             f"training did not start within {waited:.0f} s: Ray could not get the workers "
             f"for {self.waiting.shape} (Ray retries forever){seen} — fix: {self.waiting.fix}"
         )
+
+
+def worker_host(line: RayLine) -> str:
+    """How the watchdog names a training worker: its node and process."""
+    where = f"{line.ip}, " if line.ip else ""
+    return f"worker {where}pid {line.pid}"
 
 
 def _fatal_message(match: Match) -> str:

@@ -15,6 +15,8 @@ from pathlib import Path
 from tpu_trainer.app.results import Ending, Recorded, Versions, record_results
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
+from tpu_trainer.app.watchdog import WatchdogSettings
+from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.ray_jobs import RayJobsClient, submit_body
 from tpu_trainer.infra.redact import Redactor
@@ -38,6 +40,8 @@ class JobRequest:
     env: Mapping[str, str]
     waiting: Waiting
     deadlines: Deadlines = field(default_factory=Deadlines)
+    watchdog: WatchdogSettings | None = None
+    """The hang watchdog's settings (None: no watchdog)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +83,8 @@ class RayJob:
         self.stages.start("follow")
         job_log, worker0_log = job_logs(self.run_dir)
         steps = StepDisplay(display)
-        with JobLogs(job_log, worker0_log, steps, redact=self.redactor) as logs:
+        watch = None if request.watchdog is None else LogWatch(request.watchdog)
+        with JobLogs(job_log, worker0_log, steps, redact=self.redactor, watch=watch) as logs:
             follower = RayJobFollower(
                 client, submitted, display, logs, request.waiting, request.deadlines
             )

@@ -1,0 +1,41 @@
+"""A rehearsed run's README figures (goodput, cost) are the whole run's, teardown included:
+the same as ``show --json`` gives once the run is over, in the README and the stored report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import RECIPES_ROOT
+from test_gke_report import RECIPE, STEPS, _cli, _env, _log, _run_id, _scenario
+from tpu_trainer.report.sections import marker
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_readme_row_counts_the_teardown(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    recipe = tmp_path / "recipes" / RECIPE
+    shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
+    scenario = _scenario(tmp_path, "run", _log(2.2, 730.0))
+    done = _cli(env, "train", str(recipe), "--rehearse", str(scenario), *STEPS, "--poll", "0.05")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = _run_id(done.stdout)
+    shown = json.loads(_cli(env, "show", run, "--json").stdout)
+    timeline = shown["timeline"]
+    teardown = [p for p in timeline["phases"] if p["name"] == "teardown"]
+    assert teardown and teardown[0]["seconds"] > 0, timeline["phases"]
+    readme = (tmp_path / "store" / "runs" / run / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("|") and marker(run) in line)
+    goodput = f"{timeline['goodput']:.1%}"
+    assert f"| {goodput} |" in row, (row, timeline["goodput"])
+    db = sqlite3.connect(tmp_path / "store" / "runs.db")
+    (stored,) = db.execute("SELECT metrics_json FROM runs WHERE id = ?", (run,)).fetchone()
+    report = json.loads(stored)["report"]
+    assert report["goodput"] == pytest.approx(timeline["goodput"], abs=1e-4)
+    assert f"**Goodput**: {goodput}" in readme or f"**Goodput**：{goodput}" in readme
+    assert "teardown included" in readme or "含拆除阶段" in readme
