@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from tpu_trainer.plan.diagnose import LiveScanner, Match
 
 LogReader = Callable[[Iterable[str]], ParsedLog]
 StepParser = Callable[[str], StepRecord | None]
+_PACE_STEPS = 6
+"""Step times the pace shown is measured over."""
 
 
 def _maxtext_step(line: str) -> StepRecord | None:
@@ -111,7 +114,8 @@ class TrainFollower:
     watch: LogWatch | None = None
     """The hang watchdog, fed every worker's lines (it names the worker that went quiet)."""
     _scanners: dict[int, LiveScanner] = field(default_factory=dict)
-    _times: list[float] = field(default_factory=list)
+    _times: deque[float] = field(default_factory=lambda: deque(maxlen=_PACE_STEPS))
+    """When the last few steps were seen (the pace shown); bounded however long the run."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -150,7 +154,7 @@ class TrainFollower:
         if step is None:
             return
         self._times.append(time.monotonic())
-        recent = self._times[-6:]
+        recent = self._times
         span = recent[-1] - recent[0]
         pace = f", {(len(recent) - 1) / span:.2f} steps/s" if len(recent) > 1 and span > 0 else ""
         loss = f", loss {step.loss:.6g}" if step.loss is not None else ""
