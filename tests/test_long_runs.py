@@ -23,6 +23,7 @@ from tpu_trainer.app.results import (
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.launch_path import LaunchPath
+from tpu_trainer.metrics.columns import LazyRows
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, write_json, write_jsonl
 from tpu_trainer.metrics.summary import RunMetrics, step_json, summarize
@@ -289,6 +290,16 @@ def test_the_step_display_keeps_only_recent_step_times() -> None:
     for n in range(1_000):
         show(f"completed step: {n}, seconds: 7.400, TFLOP/s/device: 1.0, loss: 2.0")
     assert show.lines == 1_000 and len(show._seconds) == 5
+
+
+def test_the_columns_store_the_rows_the_row_objects_store(tmp_path: Path) -> None:
+    m = _metrics(1_000)
+    assert isinstance(m.rows, LazyRows)
+    by_row, by_column = _store(tmp_path / "a"), _store(tmp_path / "b")
+    by_row.record_steps("r1", list(m.rows))
+    by_column.record_step_values(m.rows.store_values("r1"))
+    assert by_column.steps("r1") == by_row.steps("r1") and by_column.step_count("r1") == 1_000
+    assert by_column.step_rows("r1")[3].excluded == m.rows[3].excluded
 
 
 # ---- reading a log at line rate --------------------------------------------------------------

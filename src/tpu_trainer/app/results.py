@@ -11,6 +11,7 @@ from typing import Any
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.maxtext.log_scan import scan_log
+from tpu_trainer.metrics.columns import LazyRows
 from tpu_trainer.metrics.ledger import report_figures, run_ledger
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
@@ -59,7 +60,11 @@ def stored_figures(metrics: RunMetrics) -> dict[str, Any]:
 
 
 def store_metrics(store: RunStore, run_id: str, metrics: RunMetrics) -> None:
-    store.record_steps(run_id, metrics.rows)
+    rows = metrics.rows
+    if isinstance(rows, LazyRows):  # straight from the columns, no row objects
+        store.record_step_values(rows.store_values(run_id))
+    else:
+        store.record_steps(run_id, rows)
     store.set_metrics(run_id, stored_figures(metrics))
 
 

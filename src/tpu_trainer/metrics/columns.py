@@ -12,14 +12,14 @@ read back one at a time (:meth:`StepColumns.fig`) or as :class:`StepRow` on dema
 from __future__ import annotations
 
 import json
-import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import overload
 
 from tpu_trainer.metrics.records import StepRecord
-from tpu_trainer.store.steps import StepRow
+from tpu_trainer.store.steps import StepRow, step_extra
 
 _TFLOPS, _TOKENS, _WEIGHTS, _LOSS, _RAMPUP = 1, 2, 4, 8, 16
 _ALL = _TFLOPS | _TOKENS | _WEIGHTS | _LOSS
@@ -132,6 +132,51 @@ class StepColumns:
         self._weights.append(weights)
         self._loss.append(loss)
         self._flags.append(_ALL)
+        self.has_tflops = True
+
+    def extend_plain(
+        self,
+        steps: array[int],
+        seconds: array[float],
+        tflops: array[float],
+        tokens: array[float],
+        weights: array[float],
+        loss: array[float],
+    ) -> None:
+        """:meth:`add_fields` of many plain step lines (none of them step 0) at once: appended
+        column by column when the steps rise and none was seen before, else one at a time."""
+        n = len(steps)
+        if not n:
+            return
+        first, last = steps[0], steps[-1]
+        fresh = (
+            first >= 0
+            and last < _BITMAP_LIMIT
+            and all(a < b for a, b in pairwise(steps))
+            and self._seen.find(1, first, last + 1) < 0
+        )
+        if not fresh:
+            for s, sec, tf, tk, w, lo in zip(
+                steps, seconds, tflops, tokens, weights, loss, strict=True
+            ):
+                self.add_fields(s, sec, tf, tk, w, lo, None)
+            return
+        if len(self._seen) <= last:
+            self._seen.extend(bytes(max(last + 1 - len(self._seen), len(self._seen))))
+        if last - first == n - 1:
+            self._seen[first : last + 1] = b"\x01" * n
+        else:
+            for step in steps:
+                self._seen[step] = 1
+        if self._step and first < self._step[-1]:
+            self._ordered = False
+        self._step.extend(steps)
+        self._seconds.extend(seconds)
+        self._tflops.extend(tflops)
+        self._tokens.extend(tokens)
+        self._weights.extend(weights)
+        self._loss.extend(loss)
+        self._flags.extend(bytes((_ALL,)) * n)
         self.has_tflops = True
 
     def _mark(self, step: int) -> bool:
@@ -248,24 +293,83 @@ class StepColumns:
     def json_lines(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[str]:
         """Each step as ``json.dumps`` writes its row (``dataclasses.asdict(StepRow)`` and
         ``steady``), made straight from the columns."""
+        for chunk in self.json_chunks(per_chip, reasons):
+            yield from chunk
+
+    def store_values(self, run_id: str, reasons: Mapping[int, str]) -> Iterator[tuple[object, ...]]:
+        """Each step as the store's ``steps`` table row (``store.steps.step_values``), made
+        straight from the columns."""
+        steady = step_extra(None)
         columns = (self._step, self._seconds, self._tflops, self._tokens, self._weights)
         for step, seconds, tflops, tokens, weights, loss, flags in zip(
             *columns, self._loss, self._flags, strict=True
         ):
-            tf = _num(tflops) if flags & _TFLOPS else "null"
-            tfc = _num(tflops * per_chip) if flags & _TFLOPS else "null"
-            tk = _num(tokens) if flags & _TOKENS else "null"
-            tkc = _num(tokens * per_chip) if flags & _TOKENS else "null"
             why = reasons.get(step)
             yield (
-                f'{{"step": {step}, "seconds": {_num(seconds)}, "tflops_per_device": {tf}, '
-                f'"tflops_per_chip": {tfc}, "tokens_per_device": {tk}, '
-                f'"tokens_per_chip": {tkc}, '
-                f'"total_weights": {_num(weights) if flags & _WEIGHTS else "null"}, '
-                f'"loss": {_num(loss) if flags & _LOSS else "null"}, '
-                f'"excluded": {"null" if why is None else json.dumps(why)}, '
-                f'"steady": {"true" if why is None else "false"}}}'
+                run_id,
+                step,
+                seconds,
+                tflops if flags & _TFLOPS else None,
+                tokens if flags & _TOKENS else None,
+                weights if flags & _WEIGHTS else None,
+                loss if flags & _LOSS else None,
+                steady if why is None else step_extra(why),
             )
+
+    def json_chunks(
+        self, per_chip: int, reasons: Mapping[int, str], size: int = 10_000
+    ) -> Iterator[list[str]]:
+        """:meth:`json_lines` ``size`` steps at a time, each column's numbers formatted at once
+        (``json.dumps`` of the column's floats: ``repr``, ``NaN``, ``Infinity``)."""
+        for at in range(0, len(self._step), size):
+            end = at + size
+            steps = self._step[at:end]
+            tflops, tokens = self._tflops[at:end], self._tokens[at:end]
+            text = [
+                _floats(c)
+                for c in (
+                    self._seconds[at:end],
+                    tflops,
+                    [t * per_chip for t in tflops],
+                    tokens,
+                    [t * per_chip for t in tokens],
+                    self._weights[at:end],
+                    self._loss[at:end],
+                )
+            ]
+            _nulls(self._flags[at:end], text)
+            why = list(map(reasons.get, steps))
+            excluded = ["null" if w is None else json.dumps(w) for w in why]
+            steady = ["true" if w is None else "false" for w in why]
+            yield list(
+                map(_JSON_ROW.__mod__, zip(map(str, steps), *text, excluded, steady, strict=True))
+            )
+
+
+_JSON_ROW = (
+    '{"step": %s, "seconds": %s, "tflops_per_device": %s, "tflops_per_chip": %s, '
+    '"tokens_per_device": %s, "tokens_per_chip": %s, "total_weights": %s, "loss": %s, '
+    '"excluded": %s, "steady": %s}'
+)
+_NULLABLE = ((1, _TFLOPS), (2, _TFLOPS), (3, _TOKENS), (4, _TOKENS), (5, _WEIGHTS), (6, _LOSS))
+"""Which formatted column (after ``seconds``) a missing figure's flag makes ``null``."""
+
+
+def _floats(values: Iterable[float]) -> list[str]:
+    """Each float as ``json.dumps`` writes it."""
+    text = json.dumps(list(values))[1:-1]
+    return text.split(", ") if text else []
+
+
+def _nulls(flags: bytearray, text: list[list[str]]) -> None:
+    """``null`` in ``text`` where a row's flags say the figure was not logged."""
+    if flags.count(_ALL) == len(flags):
+        return
+    for i, f in enumerate(flags):
+        if f & _ALL != _ALL:
+            for column, bit in _NULLABLE:
+                if not f & bit:
+                    text[column][i] = "null"
 
 
 class LazyRows(Sequence[StepRow]):
@@ -304,6 +408,14 @@ class LazyRows(Sequence[StepRow]):
         """Each row as one line of JSON (see :meth:`StepColumns.json_lines`)."""
         return self._columns.json_lines(self._per_chip, self._reasons)
 
+    def store_values(self, run_id: str) -> Iterator[tuple[object, ...]]:
+        """The rows as the store's ``steps`` table holds them (:meth:`StepColumns.store_values`)."""
+        return self._columns.store_values(run_id, self._reasons)
+
+    def json_chunks(self) -> Iterator[list[str]]:
+        """The rows' JSON lines, some thousands at a time (:meth:`StepColumns.json_chunks`)."""
+        return self._columns.json_chunks(self._per_chip, self._reasons)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
@@ -326,10 +438,3 @@ def row_of(f: Fig, per_chip: int, excluded: str | None) -> StepRow:
         loss=f.loss,
         excluded=excluded,
     )
-
-
-def _num(value: float) -> str:
-    """A float as ``json.dumps`` writes it."""
-    if math.isfinite(value):
-        return repr(value)
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")

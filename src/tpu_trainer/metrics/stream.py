@@ -98,9 +98,10 @@ def write_json(metrics: RunMetrics, out: TextIO) -> None:
         out.write(("," if at else "") + ",".join(map(str, steady[at : at + 10_000])))
     out.write("]" + after + ',\n  "steps": [\n')
     separator = "    "
-    for line in _step_lines(metrics):
-        out.write(separator + line)
-        separator = ",\n    "
+    for chunk in _step_chunks(metrics):
+        if chunk:
+            out.write(separator + ",\n    ".join(chunk))
+            separator = ",\n    "
     out.write("\n  ]\n}\n")
 
 
@@ -112,12 +113,14 @@ def write_jsonl(metrics: RunMetrics, out: TextIO) -> None:
     """JSON Lines: the summary (``to_json`` without ``steps``) on the first line, then one
     line per step."""
     out.write(json.dumps(metrics.to_json(steps=False)) + "\n")
-    for line in _step_lines(metrics):
-        out.write(line + "\n")
+    for chunk in _step_chunks(metrics):
+        if chunk:
+            out.write("\n".join(chunk) + "\n")
 
 
-def _step_lines(metrics: RunMetrics) -> Iterator[str]:
+def _step_chunks(metrics: RunMetrics) -> Iterator[list[str]]:
+    """The steps' JSON lines, some thousands at a time."""
     rows = metrics.rows
     if isinstance(rows, LazyRows):
-        return rows.json_lines()
-    return (json.dumps(step_json(row)) for row in rows)
+        return rows.json_chunks()
+    return iter([[json.dumps(step_json(row)) for row in rows]])

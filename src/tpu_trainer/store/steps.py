@@ -81,10 +81,14 @@ BATCH = 2000
 """Step rows written per ``executemany`` call."""
 
 
+def step_extra(excluded: str | None) -> str:
+    """The ``extra`` column of a step row: why the step is not steady (null when it is)."""
+    return _STEADY if excluded is None else json.dumps({"excluded": excluded})
+
+
 def _values(run_id: str, step: StepRow | Mapping[str, Any]) -> tuple[Any, ...]:
     if isinstance(step, StepRow):
-        excluded = step.excluded
-        extra = _STEADY if excluded is None else json.dumps({"excluded": excluded})
+        extra = step_extra(step.excluded)
         return (
             run_id,
             step.step,
@@ -108,7 +112,13 @@ class StepsTable(StoreFile):
         ``tokens_device``, ``total_weights``, ``loss``, anything else into ``extra``); a step
         seen again replaces the earlier record. ``steps`` is read as a stream and written in
         batches of :data:`BATCH` rows, in one transaction."""
-        values = (_values(run_id, step) for step in steps)
+        self.record_step_values(_values(run_id, step) for step in steps)
+
+    def record_step_values(self, values: Iterable[tuple[Any, ...]]) -> None:
+        """Store ``steps`` table rows given as tuples in table order (``run_id``, ``step``,
+        ``seconds``, ``tflops_device``, ``tokens_device``, ``total_weights``, ``loss``,
+        ``extra``), in batches of :data:`BATCH`, in one transaction."""
+        values = iter(values)
         with self._tx() as db:
             while batch := list(islice(values, BATCH)):
                 db.executemany("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?)", batch)

@@ -9,11 +9,18 @@ line in MaxText's usual shape (the absl prefix or none, then exactly ``completed
 one regular expression straight into the step columns. Any other line holding ``completed ``
 (Ray prefixes, colours, rampup, extra fields, ``diag:``, hidden profiler steps) goes through
 ``parse_completed`` as before.
+
+A block whose every ``completed `` is on such a line (the usual case: no Ray prefixes, colours,
+rampup or step 0 in it) is read whole: one ``findall`` over the block, then each column's
+numbers converted in bulk (``map(float, ...)``) and appended to the step columns at once
+(:meth:`~tpu_trainer.metrics.columns.StepColumns.extend_plain`). Any other block goes line by
+line as above; both give the same columns.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 from typing import TextIO
 
 from tpu_trainer.frameworks.maxtext.log import iter_events, parse_completed
@@ -30,6 +37,15 @@ _PLAIN = re.compile(
     rf"Tokens/s/device: {_NUM}, total_weights: {_NUM}, loss: {_NUM}[ \t]*\Z"
 )
 _WORD = "completed "
+_BLOCK_LINE = re.compile(
+    rf"completed step: (\d+), seconds: {_NUM}, TFLOP/s/device: ([^,\n]*), "
+    r"Tokens/s/device: ([^,\n]*), total_weights: ([^,\n]*), loss: ([^,\n]*)\n"
+)
+"""A step line in the usual shape, from ``completed`` to its newline: what the line reader
+gives for such a line is the seconds' leading number and ``float`` of each other field."""
+_SLOW_MARKS = ("\x1b", "[Rampup", "[repeated ")
+"""Text that makes the line reader see more than the numbers (colours, rampup, Ray's merged
+lines)."""
 
 
 def scan_log(stream: TextIO, tally: LogTally) -> None:
@@ -44,12 +60,36 @@ def scan_log(stream: TextIO, tally: LogTally) -> None:
     while block := stream.read(BLOCK):
         text = rest + block
         cut = text.rfind("\n") + 1
-        _scan(text, cut, tally)
+        if not _scan_whole(text, cut, tally):
+            _scan(text, cut, tally)
         tally.lines += text.count("\n", 0, cut)
         rest = text[cut:]
     if rest:
         _scan(rest, len(rest), tally)
         tally.lines += 1
+
+
+def _scan_whole(text: str, stop: int, tally: LogTally) -> bool:
+    """The step lines of ``text[:stop]`` into ``tally`` in bulk, when every ``completed `` in
+    it is on a usual step line (and none is step 0, whose line time the columns keep);
+    False, having added nothing, otherwise."""
+    found = _BLOCK_LINE.findall(text, 0, stop)
+    if text.count(_WORD, 0, stop) != len(found):
+        return False
+    if not found:
+        return True
+    if any(text.find(mark, 0, stop) >= 0 for mark in _SLOW_MARKS):
+        return False
+    step, seconds, tflops, tokens, weights, loss = zip(*found, strict=True)
+    try:
+        steps = array("q", map(int, step))
+        figures = [array("d", map(float, c)) for c in (seconds, tflops, tokens, weights, loss)]
+    except ValueError:  # a field that is not a number: the line reader leaves it out
+        return False
+    if 0 in steps:
+        return False
+    tally.columns.extend_plain(steps, *figures)
+    return True
 
 
 def _scan(text: str, stop: int, tally: LogTally) -> None:

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.watchdog import Hang
 from tpu_trainer.app.watchdog_run import LogWatch
+from tpu_trainer.frameworks.maxtext.log import parse_completed
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.redact import Redactor
@@ -26,6 +28,7 @@ from tpu_trainer.infra.runner import CommandFailed, CommandRunner
 from tpu_trainer.launchers.gke.jobset import JobSetEnding, jobset_ending, suspended_message
 from tpu_trainer.launchers.gke.pods import JOBSET_LABEL, PodView, ordered, summarize
 from tpu_trainer.launchers.gke.scheduling import first_unscheduled, kueue_reason, workload_of
+from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
 
 KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
@@ -70,6 +73,8 @@ class Follower:
     watch: LogWatch | None = None
     """The hang watchdog, fed worker 0's lines while they stream and the other hosts' new
     lines at each look at them."""
+    live: LiveSteps | None = None
+    """Where worker 0's steps go while they stream (the store, in batches)."""
 
     def run(self) -> FollowResult:
         pods, why = self._wait_started()
@@ -180,6 +185,7 @@ class Follower:
                     return
                 log.write(redact(line) + "\n")
                 self.on_line(line)
+                self._live(line)
                 self._watched(pod.host, line)
                 scanner.feed(line)
                 found = scanner.fatal
@@ -200,7 +206,15 @@ class Follower:
             finally:
                 done.set()
                 watcher.join(timeout=5)
+                if self.live is not None:
+                    self.live.flush()
         return result.code, fatal
+
+    def _live(self, line: str) -> None:
+        if self.live is not None and "completed " in line:
+            step = parse_completed(line)
+            if isinstance(step, StepRecord):
+                self.live.add(step)
 
     def _watched(self, host: str, line: str) -> None:
         if self.watch is not None:

@@ -13,6 +13,7 @@ from tpu_trainer.app.ending import Cut, cut_in_log, facts_in_log, steps_of, wast
 from tpu_trainer.app.files import write_generated
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher, RunRecord
+from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.services import Services
@@ -348,6 +349,7 @@ class GkeRun(Launcher):
             start_timeout_s=self.wait_timeout_s,
             schedule_timeout_s=self.schedule_timeout_s,
             watch=watch,
+            live=LiveSteps(self.store, self.run_id),
         )
         followed = follower.run()
         if followed.hang is not None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.frameworks.hf import log as hf_transformers
 from tpu_trainer.frameworks.maxtext import log as maxtext_log
@@ -25,6 +27,8 @@ from tpu_trainer.plan.diagnose import LiveScanner, Match
 
 LogReader = Callable[[Iterable[str]], ParsedLog]
 StepParser = Callable[[str], StepRecord | None]
+_PACE_STEPS = 6
+"""Step times the pace shown is measured over."""
 
 
 def _maxtext_step(line: str) -> StepRecord | None:
@@ -110,8 +114,11 @@ class TrainFollower:
     lines: int = 0
     watch: LogWatch | None = None
     """The hang watchdog, fed every worker's lines (it names the worker that went quiet)."""
+    live: LiveSteps | None = None
+    """Where worker 0's steps go while the run streams (the store, in batches)."""
     _scanners: dict[int, LiveScanner] = field(default_factory=dict)
-    _times: list[float] = field(default_factory=list)
+    _times: deque[float] = field(default_factory=lambda: deque(maxlen=_PACE_STEPS))
+    """When the last few steps were seen (the pace shown); bounded however long the run."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -120,6 +127,8 @@ class TrainFollower:
 
     def close(self) -> None:
         self._log.close()
+        if self.live is not None:
+            self.live.flush()
 
     def __call__(self, worker: int, line: str) -> None:
         with self._lock:
@@ -129,7 +138,9 @@ class TrainFollower:
                 self._log.flush()
                 self._show_step(line)
             self._watched(worker, line)
-            scanner = self._scanners.setdefault(worker, LiveScanner())
+            scanner = self._scanners.get(worker)
+            if scanner is None:  # made once per worker: building one reads the error catalog
+                scanner = self._scanners[worker] = LiveScanner()
             scanner.feed(line)
             if not self.fatal and scanner.fatal:
                 self.fatal.append((worker, scanner.fatal[0]))
@@ -149,8 +160,10 @@ class TrainFollower:
         step = STEP_PARSERS[self.log_format](line)
         if step is None:
             return
+        if self.live is not None:
+            self.live.add(step)
         self._times.append(time.monotonic())
-        recent = self._times[-6:]
+        recent = self._times
         span = recent[-1] - recent[0]
         pace = f", {(len(recent) - 1) / span:.2f} steps/s" if len(recent) > 1 and span > 0 else ""
         loss = f", loss {step.loss:.6g}" if step.loss is not None else ""

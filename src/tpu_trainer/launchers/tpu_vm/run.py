@@ -24,6 +24,7 @@ from typing import Any
 from tpu_trainer.app.display import Display
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher, RunRecord
+from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, record_results, store_metrics
@@ -242,6 +243,7 @@ class TpuVmRun(Launcher):
             self.redact,
             cancel,
             watch=self._watch(),
+            live=LiveSteps(self.store, self.run_id),
         )
         send = {n: self.env[n] for n in self.program.secret_env if self.env.get(n)}
         self._training = True
