@@ -110,13 +110,16 @@ class TrainFollower:
     lines: int = 0
     watch: LogWatch | None = None
     """The hang watchdog, fed every worker's lines (it names the worker that went quiet)."""
+    on_worker0: Callable[[str], None] | None = None
+    """Each of worker 0's lines (a resumed run's segment notes its first step)."""
     _scanners: dict[int, LiveScanner] = field(default_factory=dict)
     _times: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.worker0_log.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.worker0_log.open("w", encoding="utf-8")
+        # appended to: each segment of a resumed run adds its lines to the same log
+        self._log = self.worker0_log.open("a", encoding="utf-8")
 
     def close(self) -> None:
         self._log.close()
@@ -128,6 +131,8 @@ class TrainFollower:
                 self._log.write(self.redact(line) + "\n")
                 self._log.flush()
                 self._show_step(line)
+                if self.on_worker0 is not None:
+                    self.on_worker0(line)
             self._watched(worker, line)
             scanner = self._scanners.setdefault(worker, LiveScanner())
             scanner.feed(line)
