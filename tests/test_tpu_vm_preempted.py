@@ -97,3 +97,25 @@ def test_without_auto_resume_a_preempted_tpu_vm_run_ends_interrupted(tmp_path: P
     assert "last durable checkpoint: step 30" in error
     assert db.execute("SELECT n, cause FROM segments").fetchall() == [(1, "preempted")]
     _nothing_left(tmp_path, db)
+
+
+TRANSIENT = SCENARIO.parent / "transient_reset.yaml"
+
+
+def test_a_transient_error_is_retried_on_its_own_budget_and_each_segment_says_why(
+    tmp_path: Path,
+) -> None:
+    proc = _train(tmp_path, "--rehearse", str(TRANSIENT), "--auto-resume", "0")
+    assert proc.returncode != 0
+    db = sqlite3.connect(tmp_path / "store" / "runs.db")
+    status, error = db.execute("SELECT status, error FROM runs").fetchone()
+    assert status == "failed" and "A TPU worker connection dropped" in error
+    why = "transient error: A TPU worker connection dropped (transient)"
+    # the default --max-error-retries 1: one retry on a VM made again, then the run fails
+    assert db.execute("SELECT n, cause FROM segments ORDER BY n").fetchall() == [
+        (1, why),
+        (2, why),
+    ]
+    calls = [" ".join(c) for c in read_state(tmp_path / "rehearsal" / "state.json")["calls"]]
+    assert len([c for c in calls if "tpu-vm create" in c]) == 2
+    _nothing_left(tmp_path, db)

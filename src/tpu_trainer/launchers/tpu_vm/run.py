@@ -327,8 +327,10 @@ class TpuVmRun(Launcher):
         first = follower.fatal[0][0] if follower.fatal else None
         message, _ = worker_failure(self.run_dir, self.redact, "training", out, first)
         found = follower.fatal[0][1] if follower.fatal else None
-        transient = found is not None and found.transient
-        return TrainEnd(cause="failed", message=message, transient=transient)
+        if found is not None and found.transient:  # the segment says why it is retried
+            cause = f"transient error: {found.title}"
+            return TrainEnd(cause=cause, message=message, transient=True)
+        return TrainEnd(cause="failed", message=message)
 
     def _steps(self) -> int | None:
         """The steps a MaxText command asks for (other programs are not judged by steps)."""
