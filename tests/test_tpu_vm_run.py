@@ -307,7 +307,10 @@ def test_maxtext_recipe_on_a_tpu_vm_goes_through_record_results_to_the_readme(
     script.write_text(script.read_text().replace("tpu7x-2x2x1", "v6e-2x4"))
     plan = plan_request(
         Request(str(folder / "xpk"), config_path=CONFIG),
-        PlanOptions(user="t", now=datetime(2026, 11, 22), profiler=None),
+        # the scenario's log reaches step 4: the 5 steps asked for are all done
+        PlanOptions(
+            user="t", now=datetime(2026, 11, 22), profiler=None, overrides=(("steps", "5"),)
+        ),
     )
     cloud = _cloud(tmp_path, "maxtext_v6e8.yaml")
     run = TpuVmRun(

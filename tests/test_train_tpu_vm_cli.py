@@ -53,7 +53,9 @@ def _train(tmp_path: Path, recipe: Path, *extra: str) -> subprocess.CompletedPro
 
 
 def test_a_recipe_trains_on_a_tpu_vm_and_the_vm_is_deleted(tmp_path: Path) -> None:
-    proc = _train(tmp_path, _v6e_recipe(tmp_path))
+    # the scenario's log reaches step 4: a run that asks for 5 steps finished (one that asks
+    # for the recipe's 20 ended interrupted, see test_tpu_vm_preempted.py)
+    proc = _train(tmp_path, _v6e_recipe(tmp_path), "--set", "steps=5")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "succeeded" in proc.stdout
     state = read_state(tmp_path / "rehearsal" / "state.json")

@@ -50,9 +50,12 @@ class Cut:
         return self.cause is Cause.PREEMPTED
 
 
-def _cause(facts: EndFacts) -> tuple[Cause, str]:
+def _cause(facts: EndFacts, cloud_says: str | None = None) -> tuple[Cause, str]:
     if facts.stop is StopReason.PREEMPTED:
-        return Cause.PREEMPTED, f"preempted: {facts.stop_text}"
+        also = f"; {cloud_says}" if cloud_says else ""
+        return Cause.PREEMPTED, f"preempted: {facts.stop_text}{also}"
+    if cloud_says is not None:
+        return Cause.PREEMPTED, f"preempted: {cloud_says}"
     if facts.stop is not None:
         return Cause.STOPPED, f"{facts.stop.value}: {facts.stop_text}"
     return Cause.UNFINISHED, "the log ends before the last step, with no reason given"
@@ -71,17 +74,19 @@ def wasted_steps(facts: EndFacts) -> int | None:
     return facts.last_step + 1 if kept is None else max(0, facts.last_step - kept)
 
 
-def cut_short(facts: EndFacts, steps: int | None) -> Cut | None:
+def cut_short(facts: EndFacts, steps: int | None, cloud_says: str | None = None) -> Cut | None:
     """Why a run that exited cleanly did not finish, or None when it did (as far as the log
-    says). ``steps`` is the number of steps the command asked for, when known."""
+    says). ``steps`` is the number of steps the command asked for, when known. ``cloud_says``
+    is the cloud's own word that the capacity was taken back (a TPU VM that reads
+    ``PREEMPTED``): the run was preempted even when its log ends without MaxText's stop line."""
     if facts.stop is StopReason.TARGET_REACHED:
         return None
     reached = steps is not None and facts.last_step is not None and facts.last_step >= steps - 1
     if reached:
         return None
-    if facts.stop is None and (steps is None or facts.last_step is None):
+    if facts.stop is None and cloud_says is None and (steps is None or facts.last_step is None):
         return None  # no step count or no step line, and no stop line: nothing to judge by
-    cause, why = _cause(facts)
+    cause, why = _cause(facts, cloud_says)
     at = "before its first step" if facts.last_step is None else f"at step {facts.last_step}"
     of = f" of {steps}" if steps is not None and facts.last_step is not None else ""
     durable = kept_step(facts)
@@ -113,11 +118,14 @@ def facts_in_log(log: Path, start: int = 0) -> EndFacts:
         return scan_ending(line.decode("utf-8", errors="replace") for line in raw)
 
 
-def cut_in_log(log: Path, steps: int | None, start: int = 0) -> Cut | None:
-    """:func:`cut_short` for a log file from byte ``start`` on; a missing log says nothing."""
-    if not log.is_file():
+def cut_in_log(
+    log: Path, steps: int | None, start: int = 0, cloud_says: str | None = None
+) -> Cut | None:
+    """:func:`cut_short` for a log file from byte ``start`` on; a missing log says nothing
+    (unless the cloud says the capacity was taken back)."""
+    if not log.is_file() and cloud_says is None:
         return None
-    return cut_short(facts_in_log(log, start), steps)
+    return cut_short(facts_in_log(log, start), steps, cloud_says)
 
 
 def interruption_in_log(log: Path, steps: int | None) -> str | None:

@@ -58,6 +58,7 @@ _SIGNATURE_KEYS = frozenset(
         "severity",
         "specificity",
         "fallback",
+        "transient",
         "needles",
         "patterns",
         "case_sensitive",
@@ -110,6 +111,9 @@ class Signature:
     """Reported only for lines no other signature explains."""
     derive: Derive | None = None
     """Extra ``{placeholders}`` computed from the extracted fields."""
+    transient: bool = False
+    """The error goes away by itself (a connection reset, a TPU worker briefly unavailable):
+    a run may retry it on its error budget. Every other error never retries."""
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -233,6 +237,9 @@ def _signature(name: str, raw: Mapping[str, object], families_: set[str]) -> Sig
     needles = _strings(where, raw, "needles")
     if any(n != n.lower() for n in needles):
         raise CatalogError(f"{where}: needles must be lower case")
+    transient = raw.get("transient", False)
+    if not isinstance(transient, bool):
+        raise CatalogError(f"{where}: transient must be true or false")
     derive_name = raw.get("derive")
     derive: Derive | None = None
     derived: frozenset[str] = frozenset()
@@ -253,6 +260,7 @@ def _signature(name: str, raw: Mapping[str, object], families_: set[str]) -> Sig
         specificity=specificity,
         fallback=bool(raw.get("fallback", False)),
         derive=derive,
+        transient=transient,
     )
     groups = {g for p in patterns for g in p.groupindex} | derived
     missing = sorted(set(_PLACEHOLDER.findall(sig.cause + sig.fix)) - groups)

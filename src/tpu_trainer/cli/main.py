@@ -84,7 +84,7 @@ def run(argv: list[str] | None = None) -> None:
     next step, without a traceback unless ``--debug``. Ctrl-C exits 130 and SIGTERM 143, each
     with a line saying so (a run in progress has torn itself down by then).
     """
-    args = sys.argv[1:] if argv is None else argv
+    args = train_cmd.with_bare_auto_resume(sys.argv[1:] if argv is None else argv)
     from tpu_trainer.app.interrupt import Interrupted, on_sigterm
 
     signal.signal(signal.SIGTERM, on_sigterm)

@@ -41,9 +41,11 @@ def run_on_tpu_vm(
     *,
     plan: Plan | None = None,
     lang: str = "zh",
+    retries: tuple[int, int] = (0, 0),
 ) -> RunOutcome:
     """``program`` on every worker of a TPU VM made for the run (zone: the configured one unless
-    given); with a recipe's ``plan`` the run also gets its model README section."""
+    given); with a recipe's ``plan`` the run also gets its model README section. ``retries``:
+    the preemptions it resumes after, and the transient errors it retries."""
     from tpu_trainer.app.watchdog_run import watchdog_settings
     from tpu_trainer.catalog.accelerators import Precision
     from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
@@ -78,6 +80,8 @@ def run_on_tpu_vm(
             first_step_deadline_s=setup.config.first_step_deadline,
         ),
         clock=services.clock,
+        auto_resume=retries[0],
+        error_retries=retries[1],
     )
     return run.start()
 

@@ -38,15 +38,41 @@ WaitOpt = Annotated[
     int, typer.Option("--wait-timeout", help="Seconds to wait for the workload to finish.")
 ]
 PollOpt = Annotated[float, typer.Option("--poll", help="Seconds between status polls.")]
+DEFAULT_RESUMES = 3
+"""What a bare ``--auto-resume`` (no number) allows."""
 AutoResumeOpt = Annotated[
     int,
     typer.Option(
         "--auto-resume",
         min=0,
-        help="Resume after up to N preemptions (GKE): capacity is found again through the same "
-        "reservations and MaxText restores its last durable checkpoint. Errors never resume.",
+        help="Resume after up to N preemptions (GKE, TPU VM; a bare --auto-resume: "
+        f"{DEFAULT_RESUMES}): the capacity is found again as the first time and MaxText "
+        "restores its last durable checkpoint. Errors draw on --max-error-retries instead.",
     ),
 ]
+ErrorRetriesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-error-retries",
+        min=0,
+        help="TPU VM: retry up to N errors the diagnosis marks transient (a connection reset, "
+        "a TPU worker briefly unavailable), on a budget apart from preemptions; any other "
+        "error never retries.",
+    ),
+]
+
+
+def with_bare_auto_resume(args: list[str]) -> list[str]:
+    """The command line with a bare ``--auto-resume`` (no number after it) made
+    ``--auto-resume=3`` (:data:`DEFAULT_RESUMES`)."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        after = args[i + 1] if i + 1 < len(args) else ""
+        bare = arg == "--auto-resume" and not after.isdigit()
+        out.append(f"--auto-resume={DEFAULT_RESUMES}" if bare else arg)
+    return out
+
+
 ScheduleOpt = Annotated[
     int,
     typer.Option(
@@ -87,6 +113,7 @@ def train(
     ray_image: RayImageOpt = None,
     report_to_recipe: ReportToRecipeOpt = False,
     auto_resume: AutoResumeOpt = 0,
+    error_retries: ErrorRetriesOpt = 1,
 ) -> None:
     """Provision, submit, follow and always clean up one training run (or run it on this
     machine's CPU: cpu-1 recipes, or any MaxText recipe with --backend local --scale-down).
@@ -137,7 +164,8 @@ def train(
     label = request + (f" --rehearse {rehearse}" if rehearse else "")
     path = (backend or Backend.GKE).launch_path
     if path is LaunchPath.TPU_VM:
-        vm_outcome = _train_on_tpu_vm(setup, plan, label, lang, poll)
+        retries = (auto_resume, error_retries)
+        vm_outcome = _train_on_tpu_vm(setup, plan, label, lang, poll, retries)
         if report_to_recipe:
             _report_to_recipe(vm_outcome.run_id, lang)
         _finish(vm_outcome)
@@ -263,7 +291,9 @@ def choose_backend(plan: Plan, requested: Backend | None, *, scale_down: bool) -
     return chosen
 
 
-def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: float) -> RunOutcome:
+def _train_on_tpu_vm(
+    setup: Setup, plan: Plan, label: str, lang: str, poll: float, retries: tuple[int, int]
+) -> RunOutcome:
     """The recipe's MaxText command on every worker of a TPU VM made for the run."""
     from tpu_trainer.frameworks.vm_program import maxtext_program
 
@@ -278,6 +308,7 @@ def _train_on_tpu_vm(setup: Setup, plan: Plan, label: str, lang: str, poll: floa
         poll,
         plan=plan,
         lang=lang,
+        retries=retries,
     )
 
 

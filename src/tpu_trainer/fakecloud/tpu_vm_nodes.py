@@ -56,6 +56,7 @@ def initial_tpu_vms(scenario: Scenario) -> dict[str, Any]:
             **script(tv.train.script),
             "hang": tv.train.hang,
             "echo_env": list(tv.train.echo_env),
+            "preempt_after_step": tv.train.preempt_after_step,
         },
     }
     nodes: dict[str, dict[str, Any]] = {

@@ -129,11 +129,16 @@ class TrainScript:
     echo_env: Names = ()
     """Variables whose values worker 0 prints (``NAME=value``) when they reach it: a program
     that logs its environment (the tool must redact them)."""
+    preempt_after_step: Annotated[int | None, BeforeValidator(_maybe_count)] = None
+    """The VM is PREEMPTED after this step of its first training run: worker 0's MaxText log
+    has steps 0..N (a durable checkpoint every ``checkpoint_period``) and MaxText's SIGTERM
+    stop, the ssh connection drops (exit 255), and the node reads PREEMPTED. A later run with
+    the same ``run_name`` restores the last durable checkpoint and reaches the last step."""
 
     @model_validator(mode="before")
     @classmethod
     def _keys(cls, data: Any) -> Any:
-        data = keys(data, (*_SCRIPT_KEYS, "hang", "echo_env"), optional=True)
+        data = keys(data, (*_SCRIPT_KEYS, "hang", "echo_env", "preempt_after_step"), optional=True)
         if not isinstance(data, dict):
             return data
         script = {k: v for k, v in data.items() if k in _SCRIPT_KEYS}

@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tpu_trainer.fakecloud import maxtext_log as mlog
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit
 from tpu_trainer.fakecloud.gcloud_cli import Ctx
 from tpu_trainer.fakecloud.state import State, read_state, state_path
@@ -123,6 +124,11 @@ def vm_ssh(ctx: Ctx, args: list[str]) -> Handler:
             raise ToolExit("", 255)
         results = _answer(state, node, ns.command or "", workers, send)
         _write(answer, results, out_dir)
+        if node.pop("preempting", False):  # the capacity is taken back under the program
+            node["state"] = "PREEMPTED"
+            answer.err(f"Connection to {node['workers'][0]} closed by remote host.")
+            answer.code = 255
+            return
         hang = state["tpu_vm"]["behaviour"]["train"]["hang"]
         ok = not any(r.code for r in results.values())
         if hang and ok and shape_of(ns.command or "") is Shape.TRAIN:
@@ -150,7 +156,7 @@ def _answer(
     if shape is Shape.DEVICES:
         return {w: _devices(node, behaviour, command, w) for w in workers}
     if shape is Shape.TRAIN:
-        return _train(node, behaviour["train"], command, workers, send)
+        return _train(node, behaviour["train"], command, workers, send, state["tpu_vm"])
     if shape is Shape.STOP:
         node["train_running"] = False
         return {w: WorkerResult("", 0) for w in workers}
@@ -196,7 +202,12 @@ def _devices(
 
 
 def _train(
-    node: dict[str, Any], script: dict[str, Any], command: str, workers: list[int], send: set[str]
+    node: dict[str, Any],
+    script: dict[str, Any],
+    command: str,
+    workers: list[int],
+    send: set[str],
+    tv: dict[str, Any],
 ) -> dict[int, WorkerResult]:
     words = shlex.split(command)  # tokenised only, to read the folder and file names
     folder = words[1]
@@ -215,7 +226,25 @@ def _train(
     seen = sorted(n for n in send if n in node["accept_env"] and os.environ.get(n))
     node["env_seen"] = seen
     echo = "".join(f"{n}={os.environ[n]}\n" for n in script["echo_env"] if n in seen)
-    return _scripted(script, workers, first=echo + script["log"])
+    return _scripted(script, workers, first=echo + _train_log(node, script, command, tv))
+
+
+def _train_log(
+    node: dict[str, Any], script: dict[str, Any], command: str, tv: dict[str, Any]
+) -> str:
+    """Worker 0's log: as scripted, or, with ``preempt_after_step``, the first run of a
+    ``run_name`` cut by the preemption (the node is marked to go PREEMPTED) and every later
+    one restoring its last durable checkpoint."""
+    after = script.get("preempt_after_step")
+    if after is None:
+        return str(script["log"])
+    runs = tv.setdefault("preempted_runs", {})
+    name = mlog.command_arg(command, "run_name") or "run"
+    if name not in runs:
+        runs[name] = mlog.durable_before(int(after), command)
+        node["preempting"] = True
+        return mlog.reclaimed_log(str(script["log"]), command, int(after))
+    return mlog.resumed_log(str(script["log"]), command, runs[name])
 
 
 def _write(answer: Answer, results: dict[int, WorkerResult], out_dir: Path | None) -> None:

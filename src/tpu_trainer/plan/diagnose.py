@@ -58,6 +58,8 @@ class Match:
     """0-based position of the match in its line (the leading message of a line ranks first)."""
     count: int = 1
     """How many lines matched this signature."""
+    transient: bool = False
+    """The signature says the error goes away by itself (a run may retry it)."""
 
     def to_json(self) -> dict[str, object]:
         """One entry of the ``diagnose --json`` ``matches`` list."""
@@ -362,6 +364,7 @@ def _match(sig: Signature, line: int, haystack: str, m: re.Match[str]) -> Match:
         severity=sig.severity,
         line=line,
         excerpt=excerpt(haystack, m.start(), m.end()),
+        transient=sig.transient,
     )
 
 

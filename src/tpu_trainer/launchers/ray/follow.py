@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import IO
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.ending import cut_in_log
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.ray_jobs import JobInfo, JobStatus, LogCursor, RayJobsClient
@@ -54,6 +55,9 @@ class JobEnd(StrEnum):
     """A fatal error in the log (the job was stopped)."""
     HUNG = "hung"
     """The watchdog saw no progress (the job was stopped)."""
+    INTERRUPTED = "interrupted"
+    """Ray says SUCCEEDED, but worker 0's log stops short of the last step (a preemption's
+    SIGTERM stop, another stop, or a log that just ends)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,6 +242,17 @@ def worker_host(line: RayLine) -> str:
     """How the watchdog names a training worker: its node and process."""
     where = f"{line.ip}, " if line.ip else ""
     return f"worker {where}pid {line.pid}"
+
+
+def judge_ending(followed: FollowedJob, worker0_log: Path, steps: int | None) -> FollowedJob:
+    """A job Ray calls SUCCEEDED finished only when worker 0's log reached its last step
+    (``steps - 1``, or MaxText's target loss); otherwise it was interrupted."""
+    if not followed.ok:
+        return followed
+    cut = cut_in_log(worker0_log, steps)
+    if cut is None:
+        return followed
+    return FollowedJob(end=JobEnd.INTERRUPTED, info=followed.info, message=cut.message)
 
 
 def _fatal_message(match: Match) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tpu_trainer.app.ending import steps_of
 from tpu_trainer.app.results import Ending, Recorded, Versions, record_results
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
@@ -23,9 +24,11 @@ from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.launchers.ray.follow import (
     Deadlines,
     FollowedJob,
+    JobEnd,
     JobLogs,
     RayJobFollower,
     Waiting,
+    judge_ending,
 )
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.store.db import RunStatus
@@ -94,20 +97,26 @@ class RayJob:
                 with contextlib.suppress(TpuTrainerError):
                     client.stop(submitted)
                 raise
+        followed = judge_ending(followed, worker0_log, steps_of(self.plan))
         self.stages.done(
             "follow",
             "ok" if followed.ok else "failed",
             followed.message or f"{steps.lines} worker-0 lines",
         )
-        ending = Ending(
-            RunStatus.SUCCEEDED if followed.ok else RunStatus.FAILED, followed.message or None
+        status = (
+            RunStatus.SUCCEEDED
+            if followed.ok
+            else RunStatus.INTERRUPTED
+            if followed.end is JobEnd.INTERRUPTED
+            else RunStatus.FAILED
         )
+        ending = Ending(status, followed.message or None)
         recorded = record_results(
             self.stages, self.plan, worker0_log, self.lang, self.versions, ending=ending
         )
         if followed.ok:
             store.finish_run(run_id, RunStatus.SUCCEEDED)
         else:
-            store.finish_run(run_id, RunStatus.FAILED, followed.message[:2000])
+            store.finish_run(run_id, status, followed.message[:2000])
             display.warn(followed.message)
         return JobResult(followed=followed, recorded=recorded)

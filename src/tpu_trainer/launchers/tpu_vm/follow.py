@@ -116,6 +116,8 @@ class TrainFollower:
     """The hang watchdog, fed every worker's lines (it names the worker that went quiet)."""
     live: LiveSteps | None = None
     """Where worker 0's steps go while the run streams (the store, in batches)."""
+    on_worker0: Callable[[str], None] | None = None
+    """Each of worker 0's lines (a resumed run's segment notes its first step)."""
     _scanners: dict[int, LiveScanner] = field(default_factory=dict)
     _times: deque[float] = field(default_factory=lambda: deque(maxlen=_PACE_STEPS))
     """When the last few steps were seen (the pace shown); bounded however long the run."""
@@ -123,7 +125,8 @@ class TrainFollower:
 
     def __post_init__(self) -> None:
         self.worker0_log.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.worker0_log.open("w", encoding="utf-8")
+        # appended to: each segment of a resumed run adds its lines to the same log
+        self._log = self.worker0_log.open("a", encoding="utf-8")
 
     def close(self) -> None:
         self._log.close()
@@ -137,6 +140,8 @@ class TrainFollower:
                 self._log.write(self.redact(line) + "\n")
                 self._log.flush()
                 self._show_step(line)
+                if self.on_worker0 is not None:
+                    self.on_worker0(line)
             self._watched(worker, line)
             scanner = self._scanners.get(worker)
             if scanner is None:  # made once per worker: building one reads the error catalog

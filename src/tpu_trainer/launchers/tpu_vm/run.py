@@ -22,22 +22,31 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.app.ending import cut_in_log
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, record_results, store_metrics
+from tpu_trainer.app.resume import Budgets, SegmentBook
 from tpu_trainer.app.watchdog import WatchdogSettings
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.errors import InputError, TpuTrainerError
+from tpu_trainer.frameworks.maxtext.ending import requested_steps
 from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram, remote_run_dir
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.infra.redact import Redactor
-from tpu_trainer.infra.runner import CommandResult, CommandRunner
+from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
+from tpu_trainer.launchers.tpu_vm.ending import (
+    SshOutcome,
+    TrainEnd,
+    taken_back,
+    worker_failure,
+)
 from tpu_trainer.launchers.tpu_vm.follow import (
     READERS,
     STEP_PARSERS,
@@ -59,18 +68,6 @@ from tpu_trainer.metrics.summary import summarize
 from tpu_trainer.plan.diagnose import diagnose
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.store.db import RunStatus, RunStore
-
-TAIL_LINES = 15
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SshOutcome:
-    """A command run on every worker: gcloud's result, each worker's (redacted) output, and the
-    workers that exited non-zero."""
-
-    result: CommandResult
-    logs: dict[int, str]
-    failed: dict[int, int]
 
 
 @dataclass
@@ -102,7 +99,18 @@ class TpuVmRun(Launcher):
     install_timeout_s: float = 3600.0
     train_timeout_s: float = 24 * 3600.0
     sleep: Callable[[float], None] = time.sleep
+    auto_resume: int = 0
+    """How many preemptions the run resumes after (a VM made again, MaxText restoring)."""
+    error_retries: int = 0
+    """How many transient errors (as the diagnosis marks them) the run retries."""
     _training: bool = False
+    _book: SegmentBook | None = None
+
+    @property
+    def book(self) -> SegmentBook:
+        if self._book is None:
+            self._book = SegmentBook(self.store, self.run_id, self.run_dir / "worker0.log")
+        return self._book
 
     @property
     def cloud(self) -> TpuVmCloud:
@@ -167,6 +175,24 @@ class TpuVmRun(Launcher):
         return data
 
     def _launch(self, *, outcome: RunOutcome) -> None:
+        """One segment, then one more after each preemption (or transient error) while its
+        budget lasts: the preempted VM is deleted, made again as the first time, and the
+        program runs again with the same arguments (MaxText's ``run_name``), so MaxText
+        restores its last durable checkpoint."""
+        budgets = Budgets(self.auto_resume, self.error_retries)
+        while True:
+            self._provision()
+            self._install()
+            self._check_devices()
+            self.book.begin(self.vm.zone)
+            end = self._train()
+            self.book.end(end.cut, end.cause)
+            if not end.retry or not budgets.take(preempted=end.cut is not None):
+                break
+            self._between_segments(end)
+        self._results(outcome)
+
+    def _provision(self) -> None:
         stages = self.stages
         stages.start("provision")
         try:
@@ -184,10 +210,14 @@ class TpuVmRun(Launcher):
             stages.done("provision", "failed", e.message[:2000])
             raise
         stages.done("provision", detail=f"{node.name} READY, {len(node.workers)} workers")
-        self._install()
-        self._check_devices()
-        self._train()
-        self._results(outcome)
+
+    def _between_segments(self, end: TrainEnd) -> None:
+        """Give the VM back (a preempted VM cannot be started again), then carry on as a
+        running run."""
+        redo = self.book.next_after(end.cut)
+        self.display.warn(f"resuming after the interruption ({end.message}); {redo}")
+        self._teardown().run(self.run_id)
+        self.store.update_run(self.run_id, status=RunStatus.RUNNING, error=None, finished_at=None)
 
     # ---- steps -------------------------------------------------------------------------------
     def _install(self) -> None:
@@ -197,7 +227,7 @@ class TpuVmRun(Launcher):
             install_command(self.program, self.run_id), "install", self.install_timeout_s
         )
         if out.failed or not out.result.ok:
-            message, fix = self._worker_failure("install", out)
+            message, fix = worker_failure(self.run_dir, self.redact, "install", out)
             stages.done("install", "failed", message)
             raise TpuTrainerError(message, fix=fix)
         if self.program.files:
@@ -232,7 +262,7 @@ class TpuVmRun(Launcher):
         per_host = self.vm.slice.jax_devices // self.vm.workers
         stages.done("devices", detail=f"{self.vm.workers} workers x {per_host} JAX devices")
 
-    def _train(self) -> None:
+    def _train(self) -> TrainEnd:
         stages = self.stages
         stages.start("train")
         cancel = threading.Event()
@@ -244,6 +274,7 @@ class TpuVmRun(Launcher):
             cancel,
             watch=self._watch(),
             live=LiveSteps(self.store, self.run_id),
+            on_worker0=self.book.on_line,
         )
         send = {n: self.env[n] for n in self.program.secret_env if self.env.get(n)}
         self._training = True
@@ -263,21 +294,51 @@ class TpuVmRun(Launcher):
             follower.close()
         if cancel.is_set():
             self._stop()  # one worker failed or hung: the others may still run
-        hang = follower.watch.hang if follower.watch is not None else None
-        if hang is not None:
-            message = hang.message
-        elif follower.fatal or out.failed or not out.result.ok:
-            first = follower.fatal[0][0] if follower.fatal else None
-            message, _ = self._worker_failure("training", out, first)
-        else:
-            self._training = False
+        self._training = False
+        end = self._judge(follower, out)
+        if end.cut is not None:
+            stages.done("train", "interrupted", end.message[:2000])
+            self.store.finish_run(self.run_id, RunStatus.INTERRUPTED, end.message[:4000])
+            self.display.warn(f"training ended but was {end.message}")
+        elif end.cause is None:
             stages.done("train", detail=f"{follower.lines} log lines from worker 0")
             self.store.finish_run(self.run_id, RunStatus.SUCCEEDED)
-            return
-        self._training = False
-        stages.done("train", "failed", message[:2000])
-        self.store.finish_run(self.run_id, RunStatus.FAILED, message[:4000])
-        self.display.warn(message)
+        else:
+            stages.done("train", "failed", end.message[:2000])
+            self.store.finish_run(self.run_id, RunStatus.FAILED, end.message[:4000])
+            self.display.warn(end.message)
+        return end
+
+    def _judge(self, follower: TrainFollower, out: SshOutcome) -> TrainEnd:
+        """How training ended: a hang, a preemption (the VM reads PREEMPTED, or MaxText logged
+        its SIGTERM stop), a failure, a clean exit short of the last step, or the end."""
+        hang = follower.watch.hang if follower.watch is not None else None
+        if hang is not None:
+            return TrainEnd(cause="failed", message=hang.message)
+        failed = bool(follower.fatal or out.failed or not out.result.ok)
+        log, steps = self.run_dir / "worker0.log", self._steps()
+        cut = cut_in_log(log, steps, self.book.start) if not failed else None
+        if failed or cut is not None:
+            taken = taken_back(self.cloud, self.vm)
+            if taken is not None:
+                cut = cut_in_log(log, steps, self.book.start, cloud_says=taken)
+        if cut is not None:
+            return TrainEnd(cut=cut, message=cut.message)
+        if not failed:
+            return TrainEnd()
+        first = follower.fatal[0][0] if follower.fatal else None
+        message, _ = worker_failure(self.run_dir, self.redact, "training", out, first)
+        found = follower.fatal[0][1] if follower.fatal else None
+        if found is not None and found.transient:  # the segment says why it is retried
+            cause = f"transient error: {found.title}"
+            return TrainEnd(cause=cause, message=message, transient=True)
+        return TrainEnd(cause="failed", message=message)
+
+    def _steps(self) -> int | None:
+        """The steps a MaxText command asks for (other programs are not judged by steps)."""
+        if self.program.log_format is not LogFormat.MAXTEXT:
+            return None
+        return requested_steps(self.program.args)
 
     def _watch(self) -> LogWatch | None:
         if self.watchdog is None:
@@ -287,9 +348,12 @@ class TpuVmRun(Launcher):
 
     def _results(self, outcome: RunOutcome) -> None:
         log = self.run_dir / "worker0.log"
+        note = self.book.summary()
+        if note:
+            self.display.info(note)
         if self.plan is not None and self.program.log_format is LogFormat.MAXTEXT:
             versions = Versions(framework=self.program.version)
-            recorded = record_results(self.stages, self.plan, log, self.lang, versions)
+            recorded = record_results(self.stages, self.plan, log, self.lang, versions, note)
             if recorded is not None:
                 outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
             return
@@ -378,28 +442,3 @@ class TpuVmRun(Launcher):
             (folder / f"{worker}.log").write_text(text, encoding="utf-8")
             logs[worker] = text
         return logs
-
-    def _worker_failure(
-        self, what: str, out: SshOutcome, worker: int | None = None
-    ) -> tuple[str, str]:
-        """The message and fix of a command that failed on a worker (``worker``, else the
-        first that exited non-zero) or in gcloud itself: the diagnosis and the log's tail."""
-        if worker is None and out.failed:
-            worker = min(out.failed)
-        if worker is None:
-            text = self.redact(out.result.text())
-            lines = [ln for ln in text.splitlines() if ln.strip()][-5:]
-            return (
-                f"{what} failed (gcloud exit {out.result.code}): " + " | ".join(lines),
-                "see `tpu-trainer show RUN` for the commands run",
-            )
-        log = out.logs.get(worker, "")
-        tail = [ln for ln in log.splitlines() if ln.strip()][-TAIL_LINES:]
-        found = [m for m in diagnose(log.splitlines()) if m.severity == "fatal"]
-        code = out.failed.get(worker)
-        head = f"{what} failed on worker {worker} ({'exit ' + str(code) if code else 'stopped'})"
-        if found:
-            head += f": {found[0].title} — fix: {found[0].fix}"
-        where = self.run_dir / ("train" if what == "training" else what) / f"{worker}.log"
-        message = head + "\n" + "\n".join(tail)
-        return message, found[0].fix if found else f"see {where}"

@@ -1,0 +1,80 @@
+"""How a command on the workers of a TPU VM ended: a worker's failure with its diagnosis and
+log tail, a VM the cloud took back (``PREEMPTED``), and what one training segment came to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpu_trainer.app.ending import Cut
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.redact import Redactor
+from tpu_trainer.infra.runner import CommandResult
+from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
+from tpu_trainer.launchers.tpu_vm.spec import TpuVmSpec
+from tpu_trainer.plan.diagnose import diagnose
+
+TAIL_LINES = 15
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SshOutcome:
+    """A command run on every worker: gcloud's result, each worker's (redacted) output, and the
+    workers that exited non-zero."""
+
+    result: CommandResult
+    logs: dict[int, str]
+    failed: dict[int, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainEnd:
+    """How one segment's training ended: ``cut`` when it stopped short (preempted, stopped,
+    unfinished), ``cause`` "failed" when it failed, neither when it finished."""
+
+    cut: Cut | None = None
+    cause: str | None = None
+    message: str = ""
+    transient: bool = False
+    """The failure is one the diagnosis says goes away by itself (retried on its budget)."""
+
+    @property
+    def retry(self) -> bool:
+        return self.cut.resumable if self.cut is not None else self.transient
+
+
+def taken_back(cloud: TpuVmCloud, vm: TpuVmSpec) -> str | None:
+    """The cloud's word when the VM was preempted under the run, else None."""
+    try:
+        node = cloud.node(vm.name, vm.zone, vm.project)
+    except TpuTrainerError:
+        return None
+    if node is None or node.state != "PREEMPTED":
+        return None
+    return f"TPU VM {vm.name} is PREEMPTED (the capacity was taken back)"
+
+
+def worker_failure(
+    run_dir: Path, redact: Redactor, what: str, out: SshOutcome, worker: int | None = None
+) -> tuple[str, str]:
+    """The message and fix of a command that failed on a worker (``worker``, else the
+    first that exited non-zero) or in gcloud itself: the diagnosis and the log's tail."""
+    if worker is None and out.failed:
+        worker = min(out.failed)
+    if worker is None:
+        text = redact(out.result.text())
+        lines = [ln for ln in text.splitlines() if ln.strip()][-5:]
+        return (
+            f"{what} failed (gcloud exit {out.result.code}): " + " | ".join(lines),
+            "see `tpu-trainer show RUN` for the commands run",
+        )
+    log = out.logs.get(worker, "")
+    tail = [ln for ln in log.splitlines() if ln.strip()][-TAIL_LINES:]
+    found = [m for m in diagnose(log.splitlines()) if m.severity == "fatal"]
+    code = out.failed.get(worker)
+    head = f"{what} failed on worker {worker} ({'exit ' + str(code) if code else 'stopped'})"
+    if found:
+        head += f": {found[0].title} — fix: {found[0].fix}"
+    where = run_dir / ("train" if what == "training" else what) / f"{worker}.log"
+    message = head + "\n" + "\n".join(tail)
+    return message, found[0].fix if found else f"see {where}"
