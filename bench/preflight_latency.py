@@ -1,7 +1,7 @@
 """The pre-flight (what the tool checks before it asks for capacity) through the real gcloud.
 
 A rehearsal's cloud (``simcloud.rehearsal.prepare``): the installed gcloud against the emulated
-GKE and Compute APIs on 127.0.0.1, the stand-in kubectl. Timed, each a median of ``--repeat``:
+GKE and Compute APIs on 127.0.0.1, the real kubectl against the emulated Kubernetes API. Timed, each a median of ``--repeat``:
 
 - every question of the checklist alone (gcloud: the active account, which the gcloud shim
   answers, the cluster, its node pools, the workload policy; kubectl: the Kueue objects);
@@ -140,8 +140,8 @@ def main() -> int:
     print(f"sequential sum {sum(times.values()):.2f} s, slowest single {slowest:.2f} s")
     print(f"train's prerequisites (account, cluster) {prerequisites:.2f} s")
     print(
-        f"one checklist: {once:.2f} s wall, {len(gcloud_calls)} gcloud + "
-        f"{len(calls) - len(gcloud_calls)} kubectl processes, {cpu:.2f} s of their CPU"
+        f"one checklist: {once:.2f} s wall, {len(gcloud_calls)} gcloud processes (and the "
+        f"kubectl ones), {cpu:.2f} s of CPU in all of them"
     )
     if problems:
         print(f"emulator: {len(problems)} exchanges broke the discovery documents")

@@ -2,8 +2,9 @@
 
 Runs ``tpu-trainer train <recipe> --rehearse SCENARIO`` ``--runs`` times (default 3), each in
 a fresh folder (its own home, run store and rehearsal state), and prints each run's wall time,
-min/median/max, and how many gcloud, kubectl and xpk calls a run made (from the rehearsal's
-state file), with the gcloud command lines of the last run. Then where the last run's time went
+min/median/max, and how many gcloud, kubectl and xpk calls a run made (from its run store,
+which records every command, the real kubectl's included), with the gcloud command lines of the
+last run. Then where the last run's time went
 (from its run store): each stage's wall time, and the seconds spent waiting for each tool's
 commands (calls made in parallel are each counted whole). A rehearsal needs the real gcloud
 (``gcloud``) and xpk's environment (``bash scripts/setup.sh dev``).
@@ -29,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _timing import cli_path, median
-from tpu_trainer.fakecloud.state import recorded_calls
 from tpu_trainer.infra.tool_env import cache_dir, xpk_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def _env(folder: Path) -> dict[str, str]:
 class Rehearsal:
     seconds: float
     calls: list[list[str]]
-    """Every call its fake cloud recorded."""
+    """Every command the run recorded in its store (gcloud, kubectl, xpk, ...)."""
     profile: list[str]
     """Where the time went, as lines to print."""
 
@@ -110,8 +110,21 @@ def rehearse(folder: Path, scenario: Path, recipe: Path) -> Rehearsal:
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"the rehearsal exited with {done.returncode}")
-    calls = recorded_calls(folder / "rehearsal" / "state.json")
-    return Rehearsal(elapsed, calls, profile(folder / "store" / "runs.db"))
+    return Rehearsal(
+        elapsed, commands(folder / "store" / "runs.db"), profile(folder / "store" / "runs.db")
+    )
+
+
+def commands(store: Path) -> list[list[str]]:
+    """Every command line the run recorded, the tool as its bare name (``kubectl`` is the real
+    one, which the fake cloud's call log never sees)."""
+    db = sqlite3.connect(store)
+    try:
+        rows = db.execute("SELECT argv FROM commands ORDER BY id").fetchall()
+    finally:
+        db.close()
+    argvs = [list(json.loads(argv)) for (argv,) in rows]
+    return [[Path(a[0]).name, *a[1:]] for a in argvs if a]
 
 
 def main(argv: list[str]) -> int:
