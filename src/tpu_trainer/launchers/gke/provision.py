@@ -58,6 +58,9 @@ class Provisioner:
     """The cluster as the prerequisites found it (not asked for again)."""
     policy_ready: bool = False
     """The workload policy is known to exist (asked or made once per run, not per attempt)."""
+    adapt_done: bool = False
+    """xpk cluster adapt configured Kueue and made no node pool (xpk 1.x): later reservations
+    go straight to the gcloud create, without running adapt again."""
 
     # ---- entry point ------------------------------------------------------------------
     def ensure(self) -> Provisioned:
@@ -180,7 +183,7 @@ class Provisioner:
         """One reservation: let xpk configure the cluster where that is safe, then make sure a
         node pool exists (xpk 1.x ``cluster adapt`` makes none; older releases did)."""
         zone = choice.survey.zone or self.config.default_zone
-        if self._adapt_is_safe(pools):
+        if not self.adapt_done and self._adapt_is_safe(pools):
             made, move_on = self._adapt(choice, zone, pools)
             if made is not None or move_on:
                 return made
@@ -252,6 +255,7 @@ class Provisioner:
                 "xpk cluster adapt configured Kueue; it creates no node pool (xpk "
                 "1.x), so gcloud creates it"
             )
+            self.adapt_done = True
             return None, False
         failure = classify(result)
         if failure is XpkFailure.MEMORY_LIMIT:
