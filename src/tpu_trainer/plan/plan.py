@@ -20,6 +20,7 @@ from tpu_trainer.plan.naming import (
 )
 from tpu_trainer.plan.plan_values import Finding, Level, Variable
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.plan.submit_flags import submit_flags
 from tpu_trainer.plan.submit_values import (
     check_references,
     check_var_options,
@@ -27,7 +28,6 @@ from tpu_trainer.plan.submit_values import (
     is_secret_name,
     recipe_references,
 )
-from tpu_trainer.recipes.cluster_toolkit import gcluster_fixed
 from tpu_trainer.recipes.folder import RecipeFolder
 from tpu_trainer.recipes.recipe import Framework, Recipe
 from tpu_trainer.recipes.shell_words import Lit, Placeholder, Ref, Word
@@ -324,45 +324,6 @@ def _program_args(
     return tuple(words), tuple(changes)
 
 
-def _xpk_flags(
-    recipe: Recipe, slice_: Slice, num_slices: int, opts: PlanOptions
-) -> tuple[tuple[str, str | None], ...]:
-    fixed: dict[str, str | None] = {
-        "--cluster": "${CLUSTER_NAME}",
-        "--project": "${PROJECT_ID}",
-        "--zone": "${ZONE}",
-        "--max-restarts": "0",
-        "--num-slices": str(num_slices),
-        "--workload": "${WORKLOAD_NAME}",
-        "--docker-image": "${WORKLOAD_IMAGE}",
-        "--base-docker-image": "${WORKLOAD_IMAGE}",
-        "--device-type": slice_.device_type,
-        "--tpu-type": slice_.device_type,
-    }
-    if recipe.submitter == "gcluster":
-        fixed = gcluster_fixed(fixed)
-    if opts.priority:
-        fixed["--priority"] = opts.priority
-    out: list[tuple[str, str | None]] = []
-    for flag in recipe.xpk_flags:
-        value = fixed.get(flag.name, flag.value)
-        if flag.name == "--command":
-            value = "<generated>"
-        out.append((flag.name, value))
-    present = {name for name, _ in out}
-    if recipe.submitter == "gcluster":
-        return tuple(out)
-    for name, default in (
-        ("--priority", opts.priority or "very-high"),
-        ("--max-restarts", "0"),
-        ("--num-slices", str(num_slices)),
-        ("--enable-debug-logs", None),
-    ):
-        if name not in present:
-            out.insert(len(out) - 1, (name, default))
-    return tuple(out)
-
-
 def _folder_findings(folder: RecipeFolder | None, recipe_slice: Slice) -> list[Finding]:
     findings: list[Finding] = []
     if folder is None:
@@ -457,7 +418,7 @@ def build_plan(
         xla_flags=recipe.xla_flags,
         program_args=words,
         arg_changes=changes,
-        xpk_flags=_xpk_flags(recipe, slice_, num_slices, opts),
+        xpk_flags=submit_flags(recipe, slice_, num_slices, opts.priority),
         findings=tuple(findings),
         checks=opts.checks,
     )
