@@ -169,3 +169,19 @@ def test_the_services_run_the_tools_xpk_and_a_fake_runner_keeps_its_path(tmp_pat
         assert xpk.search_path is not None
         assert xpk.search_path() == f"{stand_in.parent}:/usr/bin"
     assert Services(FakePip(), None, display, "p").xpk.search_path is None  # type: ignore[arg-type]
+
+
+def test_a_dry_run_installs_no_xpk_and_uses_one_already_there(tmp_path: Path) -> None:
+    from tpu_trainer.app.display import SilentDisplay
+    from tpu_trainer.app.services import Services
+    from tpu_trainer.infra.runner import DryRunRunner, SubprocessRunner
+    from tpu_trainer.runtime.xpk_runtime import xpk_bin_dir
+
+    env = _env(tmp_path)
+    dry = Services(DryRunRunner(SubprocessRunner(env=env)), None, SilentDisplay(), "p")  # type: ignore[arg-type]
+    search = dry.xpk.search_path
+    assert search is not None
+    assert search() == "/usr/bin"  # nothing installed: PATH as it is
+    assert not (tmp_path / "cache").exists()  # and nothing made
+    ensure_xpk(FakePip(), lambda _line: None, env)  # installed by a real (not dry) run
+    assert search() == f"{xpk_bin_dir(env)}:/usr/bin"

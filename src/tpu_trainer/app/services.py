@@ -7,6 +7,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.infra.gcloud import Gcloud
@@ -61,6 +62,8 @@ class Services:
         env = _process_env(self.runner)
         if env is None:
             return Xpk(self.runner)
+        if isinstance(self.runner, DryRunRunner):  # a dry run installs nothing, xpk included
+            return Xpk(self.runner, search_path=lambda: _installed_xpk_path(env))
         return Xpk(self.runner, search_path=lambda: self._xpk_path(env))
 
     def _xpk_path(self, env: Mapping[str, str]) -> str:
@@ -81,6 +84,18 @@ class Services:
         if isinstance(runner, SubprocessRunner) and runner.recorder is not None:
             runner = replace(runner, recorder=recorder(self.store, run_id))
         return replace(self, runner=runner, run_id=run_id)
+
+
+def _installed_xpk_path(env: Mapping[str, str]) -> str:
+    """PATH with the tool's xpk first (``$TPU_TRAINER_XPK``'s folder, else the cache's when it
+    is already installed); else PATH as it is."""
+    from tpu_trainer.runtime.xpk_runtime import XPK_ENV, xpk_bin_dir
+
+    folder = (
+        Path(env[XPK_ENV]).expanduser().resolve().parent if env.get(XPK_ENV) else xpk_bin_dir(env)
+    )
+    first = [str(folder)] if (folder / "xpk").exists() else []
+    return os.pathsep.join(p for p in (*first, env.get("PATH", "")) if p)
 
 
 def _process_env(runner: CommandRunner) -> Mapping[str, str] | None:
