@@ -1,0 +1,315 @@
+"""KubeRay v1.7's RayCluster controller, run by the emulated API server before it answers each
+request (as a controller would have caught up by then).
+
+For each RayCluster it makes what ``raycluster_objects`` describes (the token Secret, the
+head Service, the head pod and ``replicas`` × ``numOfHosts`` worker pods per group, clamped
+to ``minReplicas``/``maxReplicas``), places pods on the cluster's nodes (``scheduler``), and
+writes the status KubeRay writes: ``state: ready`` once every pod is running and ready (and
+not before), ``desired``/``ready``/``available``/``min``/``maxWorkerReplicas``, the desired
+CPU, memory and TPU, ``endpoints``, ``head``, and the conditions ``HeadPodReady`` (from the
+head pod's ``Ready`` condition: ``HeadPodRunningAndReady``, or the first waiting container's
+reason), ``RayClusterProvisioned`` (``AllPodRunningAndReadyFirstTime`` /
+``RayClusterPodsProvisioning``, kept once true) and ``RayClusterSuspended`` /
+``RayClusterSuspending`` False.
+
+Nothing runs in the pods. A placed pod is Running and ready; the head, when the settings say
+its image never comes (:func:`configure_ray` ``head_ready=False``), waits in
+``ImagePullBackOff``. The head's dashboard port is played by a local Ray dashboard when the
+settings name its port (``dashboard_port``); the Secret's token is the settings' ``token``
+(the one that dashboard checks), else a random one as KubeRay makes.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import secrets
+from pathlib import Path
+from typing import Any
+
+from tpu_trainer.fakecloud.state import State, transaction
+from tpu_trainer.simcloud.kube import raycluster_objects as objs
+from tpu_trainer.simcloud.kube import store
+from tpu_trainer.simcloud.kube.nodes import TPU_RESOURCE, nodes
+from tpu_trainer.simcloud.kube.pod_status import bound_status, unschedulable_status
+from tpu_trainer.simcloud.kube.resources import CORE, Resource, find
+from tpu_trainer.simcloud.kube.scheduler import format_quantity, place, requests
+from tpu_trainer.simcloud.kube.status import KubeError
+
+Obj = dict[str, Any]
+SETTINGS = "ray"
+INT32_MAX = 2**31 - 1
+_PODS = next(r for r in CORE if r.plural == "pods")
+_SERVICES = next(r for r in CORE if r.plural == "services")
+
+
+def rayclusters() -> Resource:
+    found = find("ray.io", "v1", "rayclusters")
+    if found is None:  # pragma: no cover - the KubeRay CRD ships with the package
+        raise LookupError("the KubeRay RayCluster CRD is not vendored")
+    return found
+
+
+def _secrets() -> Resource:
+    return next(r for r in CORE if r.plural == "secrets")
+
+
+def configure_ray(
+    path: Path,
+    *,
+    dashboard_port: int | None = None,
+    token: str | None = None,
+    head_ready: bool = True,
+) -> None:
+    """How the cluster's Ray heads behave: the local port their dashboard is served on, the
+    token the operator's Secret holds (the one that dashboard checks), whether they get ready."""
+    with transaction(Path(path)) as state:
+        store.section(state)[SETTINGS] = {
+            "dashboard_port": dashboard_port,
+            "token": token,
+            "head_ready": head_ready,
+        }
+
+
+def settings(state: State) -> Obj:
+    return {"dashboard_port": None, "token": None, "head_ready": True,
+            **(store.section(state).get(SETTINGS) or {})}  # fmt: skip
+
+
+def dashboard_port_of(state: State, pod: Obj, port: int) -> int | None:
+    """The local port that plays ``port`` of ``pod`` when it is a Ray head's dashboard port."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(objs.NODE_TYPE_LABEL) != "head" or not labels.get(objs.CLUSTER_LABEL):
+        return None
+    ray = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    named = [
+        int(p["containerPort"]) for p in ray.get("ports") or [] if p.get("name") == "dashboard"
+    ]
+    if port != (named[0] if named else objs.DASHBOARD_PORT):
+        return None
+    local = settings(state)["dashboard_port"]
+    return int(local) if local is not None else None
+
+
+# ---- reconcile -----------------------------------------------------------------------------
+def reconcile(state: State) -> None:
+    """Bring every RayCluster's objects and status up to date (cheap when there is none)."""
+    resource = rayclusters()
+    for cluster in store.kept_objects(state, resource):
+        _reconcile(state, resource, copy.deepcopy(cluster))
+
+
+def _ensure(state: State, resource: Resource, obj: Obj) -> None:
+    meta = obj["metadata"]
+    try:
+        store.stored(state, resource, meta["namespace"], meta["name"])
+    except KubeError:
+        store.create(state, resource, meta["namespace"], obj)
+
+
+def _reconcile(state: State, resource: Resource, cluster: Obj) -> None:
+    ns = cluster["metadata"]["namespace"]
+    if objs.token_auth(cluster) and not (cluster["spec"].get("authOptions") or {}).get(
+        "secretName"
+    ):
+        token = settings(state)["token"] or base64.b64encode(secrets.token_bytes(32)).decode()
+        secret = objs.auth_secret(cluster, str(token))
+        secret["data"] = {"auth_token": base64.b64encode(str(token).encode()).decode()}
+        del secret["stringData"]  # what the API server keeps of stringData
+        _ensure(state, _secrets(), secret)
+    _ensure(state, _SERVICES, objs.head_service(cluster))
+    pods = _owned_pods(state, cluster)
+    for new in _missing_pods(cluster, pods):
+        store.create(state, _PODS, ns, new)
+    _schedule(state, cluster)
+    _write_status(state, resource, cluster, _owned_pods(state, cluster))
+
+
+def _owned_pods(state: State, cluster: Obj) -> list[Obj]:
+    uid = cluster["metadata"].get("uid")
+    return [
+        p
+        for p in store.kept_objects(state, _PODS)
+        if any(ref.get("uid") == uid for ref in p["metadata"].get("ownerReferences") or ())
+    ]
+
+
+def desired_workers(group: Obj) -> int:
+    """Hosts the group wants: ``replicas`` within ``minReplicas``..``maxReplicas``, × hosts."""
+    if group.get("suspend"):
+        return 0
+    low, high = int(group.get("minReplicas", 0)), int(group.get("maxReplicas", INT32_MAX))
+    replicas = min(max(int(group.get("replicas", low)), low), high)
+    return replicas * int(group.get("numOfHosts", 1))
+
+
+def _missing_pods(cluster: Obj, pods: list[Obj]) -> list[Obj]:
+    uid = str(cluster["metadata"].get("uid"))
+    spec = cluster["spec"]
+    out: list[Obj] = []
+    if not any(p["metadata"]["labels"].get(objs.NODE_TYPE_LABEL) == "head" for p in pods):
+        name = objs.head_pod_name(cluster, f"{uid}/head/{len(pods)}")
+        out.append(objs.pod(cluster, spec["headGroupSpec"], "head", name, {}))
+    for group in spec.get("workerGroupSpecs") or []:
+        have = [
+            p for p in pods if p["metadata"]["labels"].get(objs.GROUP_LABEL) == group["groupName"]
+        ]
+        hosts = int(group.get("numOfHosts", 1))
+        replicas = (desired_workers(group) - len(have)) // hosts
+        first = len(have) // hosts
+        group_name = str(group["groupName"])
+        for r in range(first, first + max(replicas, 0)):
+            replica = f"{group_name}-{objs.suffix(f'{uid}/{group_name}/{r}')}"
+            for h in range(hosts):
+                labels = {"ray.io/worker-group-replica-index": str(r)}
+                if hosts > 1:
+                    labels["ray.io/worker-group-replica-name"] = replica
+                    labels["ray.io/replica-host-index"] = str(h)
+                name = objs.worker_pod_name(cluster, group, f"{replica}/{h}")
+                out.append(objs.pod(cluster, group, "worker", name, labels))
+    return out
+
+
+def _schedule(state: State, cluster: Obj) -> None:
+    """Place the cluster's pods not on a node yet; say why for those no node takes."""
+    head_ready = bool(settings(state)["head_ready"])
+    created = store.now(state)
+    for pod in _owned_pods(state, cluster):
+        if pod["spec"].get("nodeName"):
+            continue
+        all_pods = store.kept_objects(state, _PODS)
+        node, why = place(pod, nodes(state, created), all_pods)
+        new = copy.deepcopy(pod)
+        if node:
+            new["spec"]["nodeName"] = node
+            head = pod["metadata"]["labels"].get(objs.NODE_TYPE_LABEL) == "head"
+            ready = head_ready or not head
+            new["status"] = bound_status(new, created, ready=ready, seed=len(all_pods))
+        else:
+            new["status"] = unschedulable_status(why, created)
+        if new != pod:
+            meta = pod["metadata"]
+            store.replace(state, _PODS, meta["namespace"], meta["name"], new)
+
+
+def _resources(cluster: Obj) -> dict[str, str]:
+    spec = cluster["spec"]
+    total = dict.fromkeys(("cpu", "memory", TPU_RESOURCE), 0.0)
+    parts = [(spec["headGroupSpec"]["template"].get("spec") or {}, 1)]
+    for g in spec.get("workerGroupSpecs") or []:
+        if not g.get("suspend"):
+            parts.append(
+                (
+                    g["template"].get("spec") or {},
+                    int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1)),
+                )
+            )
+    for pod_spec, count in parts:
+        for name, value in requests(pod_spec).items():
+            total[name] += value * count
+    return {
+        "desiredCPU": format_quantity(total["cpu"], "cpu"),
+        "desiredMemory": format_quantity(total["memory"], "memory"),
+        "desiredGPU": "0",
+        "desiredTPU": format_quantity(total[TPU_RESOURCE], TPU_RESOURCE),
+    }
+
+
+def _running_and_ready(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return status.get("phase") == "Running" and all(c.get("status") == "True" for c in ready)
+
+
+def _condition(old: list[Obj], kind: str, status: str, reason: str, message: str, now: str) -> Obj:
+    """A metav1.Condition; its ``lastTransitionTime`` moves only when its status does."""
+    before = next((c for c in old if c.get("type") == kind), None)
+    since = before["lastTransitionTime"] if before and before.get("status") == status else now
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+def _head_condition(head: Obj | None, old: list[Obj], now: str) -> Obj:
+    if head is None:
+        return _condition(
+            old, "HeadPodReady", "False", "HeadPodNotFound", "Head Pod not found", now
+        )
+    ready = next(
+        (c for c in (head.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
+        None,
+    )
+    if ready is None:
+        return _condition(old, "HeadPodReady", "False", "Unknown", "", now)
+    if ready.get("status") == "True":
+        return _condition(old, "HeadPodReady", "True", "HeadPodRunningAndReady", "", now)
+    reason, message = str(ready.get("reason") or "Unknown"), str(ready.get("message") or "")
+    for status in (head.get("status") or {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting")
+        if waiting:
+            reason = str(waiting.get("reason"))
+            message = f"{message}; {status['name']}: {waiting.get('message', '')}".lstrip("; ")
+            break
+    return _condition(old, "HeadPodReady", "False", reason, message, now)
+
+
+def _write_status(state: State, resource: Resource, cluster: Obj, pods: list[Obj]) -> None:
+    old = cluster.get("status") or {}
+    now = store.now(state)
+    conditions = old.get("conditions") or []
+    groups = cluster["spec"].get("workerGroupSpecs") or []
+    workers = [p for p in pods if p["metadata"]["labels"].get(objs.NODE_TYPE_LABEL) == "worker"]
+    head = next(
+        (p for p in pods if p["metadata"]["labels"].get(objs.NODE_TYPE_LABEL) == "head"), None
+    )
+    desired = sum(desired_workers(g) for g in groups)
+    all_ready = bool(pods) and all(_running_and_ready(p) for p in pods)
+    provisioned = next((c for c in conditions if c.get("type") == "RayClusterProvisioned"), None)
+    if provisioned is None or provisioned.get("status") != "True":
+        provisioned = (
+            _condition(conditions, "RayClusterProvisioned", "True", "AllPodRunningAndReadyFirstTime",
+                       "All Ray Pods are ready for the first time", now)
+            if all_ready
+            else _condition(conditions, "RayClusterProvisioned", "False", "RayClusterPodsProvisioning",
+                            "RayCluster Pods are being provisioned for first time", now)
+        )  # fmt: skip
+    status: Obj = {
+        **({"state": old["state"]} if old.get("state") else {}),
+        "desiredWorkerReplicas": desired,
+        "readyWorkerReplicas": sum(1 for p in workers if _running_and_ready(p)),
+        "availableWorkerReplicas": sum(1 for p in workers if (p.get("status") or {}).get("phase") == "Running"),
+        "minWorkerReplicas": sum(int(g.get("minReplicas", 0)) * int(g.get("numOfHosts", 1)) for g in groups if not g.get("suspend")),
+        "maxWorkerReplicas": min(INT32_MAX, sum(int(g.get("maxReplicas", INT32_MAX)) * int(g.get("numOfHosts", 1)) for g in groups)),
+        **_resources(cluster),
+        "observedGeneration": int(cluster["metadata"].get("generation", 1)),
+        "conditions": [
+            _head_condition(head, conditions, now),
+            provisioned,
+            _condition(conditions, "RayClusterSuspended", "False", "RayClusterSuspended", "", now),
+            _condition(conditions, "RayClusterSuspending", "False", "RayClusterSuspending", "", now),
+        ],
+        "endpoints": objs.endpoints(cluster),
+    }  # fmt: skip
+    if head is not None:
+        ip = str((head.get("status") or {}).get("podIP") or "")
+        status["head"] = {"podName": head["metadata"]["name"], "serviceName": objs.service_name(cluster),
+                          **({"podIP": ip, "serviceIP": ip} if ip else {})}  # fmt: skip
+    if all_ready and len(pods) == desired + 1:
+        status["state"] = "ready"
+    times = dict(old.get("stateTransitionTimes") or {})
+    if status.get("state") and status.get("state") != old.get("state"):
+        times[status["state"]] = now
+    if times:
+        status["stateTransitionTimes"] = times
+    kept = {k: v for k, v in old.items() if k != "lastUpdateTime"}
+    if status == kept:
+        return
+    status["lastUpdateTime"] = now
+    meta = cluster["metadata"]
+    store.replace(
+        state, resource, meta["namespace"], meta["name"], {**cluster, "status": status}, status=True
+    )
