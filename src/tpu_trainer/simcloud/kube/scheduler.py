@@ -1,7 +1,7 @@
 """Placing a pod a controller made on one of the cluster's nodes, as kube-scheduler does for
-what the simulation needs: the node is Ready, has every label of the pod's ``nodeSelector``,
-has no ``NoSchedule`` taint the pod does not tolerate (a pod asking for ``google.com/tpu``
-tolerates GKE's TPU taint: GKE's admission adds that toleration), and has room left for the
+what the simulation needs: the node is Ready, has no ``NoSchedule`` taint the pod does not
+tolerate (a pod asking for ``google.com/tpu`` tolerates GKE's TPU taint: GKE's admission adds
+that toleration), has every label of the pod's ``nodeSelector``, and has room left for the
 pod's ``cpu``, ``memory`` and ``google.com/tpu`` requests next to the pods already bound to
 it. When no node fits, the scheduler's ``PodScheduled`` message says why, node by node.
 """
@@ -76,16 +76,17 @@ def _untolerated(node: Obj, spec: Mapping[str, Any], asked: Mapping[str, float])
 def _why_not(
     node: Obj, spec: Mapping[str, Any], asked: Mapping[str, float], used: Mapping[str, float]
 ) -> str:
-    """Why ``node`` cannot take the pod (``""``: it can)."""
+    """Why ``node`` cannot take the pod (``""``: it can): the first of the scheduler's filters
+    that fails, in its order (taints, then node affinity, then resources)."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     if not _ready(node):
         return "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
-    selector = spec.get("nodeSelector") or {}
-    if any(labels.get(k) != v for k, v in selector.items()):
-        return "node(s) didn't match Pod's node affinity/selector"
     taint = _untolerated(node, spec, asked)
     if taint is not None:
         return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    selector = spec.get("nodeSelector") or {}
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return "node(s) didn't match Pod's node affinity/selector"
     free = (node.get("status") or {}).get("allocatable") or {}
     for name in RESOURCES:
         if asked.get(name, 0) > quantity(free.get(name, 0)) - used.get(name, 0.0):

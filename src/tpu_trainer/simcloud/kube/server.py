@@ -105,9 +105,10 @@ class KubeServer:
         try:
             if _is_portforward(parts):
                 backend = pod_ports.backend(self.state_path, parts[3], parts[5])
+                transport = tunnel.upgrade(h)
                 with self._lock:
                     self.requests.append((h.command, h.path, 101))
-                tunnel.serve(h, backend, self._streaming)
+                tunnel.serve(h, transport, backend, self._streaming)
                 return
             if _is_log(parts) and h.command == "GET":
                 lines = log_lines(self.state_path, parts[3], parts[5], query, self._streaming)

@@ -154,9 +154,10 @@ def upgrade(h: BaseHTTPRequestHandler) -> Transport:
     raise KubeError(400, "BadRequest", "Upgrade request required")
 
 
-def serve(h: BaseHTTPRequestHandler, backend: Backend, alive: Callable[[], bool]) -> None:
-    """Upgrade the request and serve the port-forward session on it until kubectl ends it."""
-    transport = upgrade(h)
+def serve(
+    h: BaseHTTPRequestHandler, transport: Transport, backend: Backend, alive: Callable[[], bool]
+) -> None:
+    """Serve the port-forward session on the upgraded connection until kubectl ends it."""
     h.wfile.flush()
     PortForwardSession(transport, backend, alive).run()
     h.close_connection = True
