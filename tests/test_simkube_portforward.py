@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,3 +172,20 @@ def test_a_pod_that_is_not_running_is_refused_by_kubectl(pod: tuple[Cluster, Ech
     missing = cluster.kubectl("port-forward", "pod/nowhere", ":80")
     assert missing.returncode == 1
     assert 'pods "nowhere" not found' in missing.stderr
+
+
+def test_kubectl_killed_mid_connection_closes_the_pods_side(pod: tuple[Cluster, Echo]) -> None:
+    cluster, echo = pod
+    proc, port = _forward(cluster, "pod/web", ":8265")
+    conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        conn.sendall(b"open")
+        assert conn.recv(64) == b"OPEN"
+        proc.kill()  # no GOAWAY, no FIN: the connection to the API server just ends
+        proc.communicate(timeout=30)
+        deadline = time.monotonic() + 10
+        while not echo.ended and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert echo.ended == [b"open"]
+    finally:
+        conn.close()
