@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tpu_trainer.simcloud.kube.raycluster import desired_workers
+from tpu_trainer.simcloud.kube.raycluster_status import desired_workers
 from tpu_trainer.simcloud.kube.scheduler import format_quantity, place, quantity
 
 pytestmark = pytest.mark.unit

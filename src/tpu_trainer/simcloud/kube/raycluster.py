@@ -4,13 +4,7 @@ request (as a controller would have caught up by then).
 For each RayCluster it makes what ``raycluster_objects`` describes (the token Secret, the
 head Service, the head pod and ``replicas`` × ``numOfHosts`` worker pods per group, clamped
 to ``minReplicas``/``maxReplicas``), places pods on the cluster's nodes (``scheduler``), and
-writes the status KubeRay writes: ``state: ready`` once every pod is running and ready (and
-not before), ``desired``/``ready``/``available``/``min``/``maxWorkerReplicas``, the desired
-CPU, memory and TPU, ``endpoints``, ``head``, and the conditions ``HeadPodReady`` (from the
-head pod's ``Ready`` condition: ``HeadPodRunningAndReady``, or the first waiting container's
-reason), ``RayClusterProvisioned`` (``AllPodRunningAndReadyFirstTime`` /
-``RayClusterPodsProvisioning``, kept once true) and ``RayClusterSuspended`` /
-``RayClusterSuspending`` False.
+writes the status KubeRay writes (``raycluster_status``) when it changed.
 
 Nothing runs in the pods. A placed pod is Running and ready; the head, when the settings say
 its image never comes (:func:`configure_ray` ``head_ready=False``), waits in
@@ -30,15 +24,15 @@ from typing import Any
 from tpu_trainer.fakecloud.state import State, transaction
 from tpu_trainer.simcloud.kube import raycluster_objects as objs
 from tpu_trainer.simcloud.kube import store
-from tpu_trainer.simcloud.kube.nodes import TPU_RESOURCE, nodes
+from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.pod_status import bound_status, unschedulable_status
+from tpu_trainer.simcloud.kube.raycluster_status import desired_workers, status_of
 from tpu_trainer.simcloud.kube.resources import CORE, Resource, find
-from tpu_trainer.simcloud.kube.scheduler import format_quantity, place, requests
+from tpu_trainer.simcloud.kube.scheduler import place
 from tpu_trainer.simcloud.kube.status import KubeError
 
 Obj = dict[str, Any]
 SETTINGS = "ray"
-INT32_MAX = 2**31 - 1
 _PODS = next(r for r in CORE if r.plural == "pods")
 _SERVICES = next(r for r in CORE if r.plural == "services")
 
@@ -134,15 +128,6 @@ def _owned_pods(state: State, cluster: Obj) -> list[Obj]:
     ]
 
 
-def desired_workers(group: Obj) -> int:
-    """Hosts the group wants: ``replicas`` within ``minReplicas``..``maxReplicas``, × hosts."""
-    if group.get("suspend"):
-        return 0
-    low, high = int(group.get("minReplicas", 0)), int(group.get("maxReplicas", INT32_MAX))
-    replicas = min(max(int(group.get("replicas", low)), low), high)
-    return replicas * int(group.get("numOfHosts", 1))
-
-
 def _missing_pods(cluster: Obj, pods: list[Obj]) -> list[Obj]:
     uid = str(cluster["metadata"].get("uid"))
     spec = cluster["spec"]
@@ -192,124 +177,13 @@ def _schedule(state: State, cluster: Obj) -> None:
             store.replace(state, _PODS, meta["namespace"], meta["name"], new)
 
 
-def _resources(cluster: Obj) -> dict[str, str]:
-    spec = cluster["spec"]
-    total = dict.fromkeys(("cpu", "memory", TPU_RESOURCE), 0.0)
-    parts = [(spec["headGroupSpec"]["template"].get("spec") or {}, 1)]
-    for g in spec.get("workerGroupSpecs") or []:
-        if not g.get("suspend"):
-            parts.append(
-                (
-                    g["template"].get("spec") or {},
-                    int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1)),
-                )
-            )
-    for pod_spec, count in parts:
-        for name, value in requests(pod_spec).items():
-            total[name] += value * count
-    return {
-        "desiredCPU": format_quantity(total["cpu"], "cpu"),
-        "desiredMemory": format_quantity(total["memory"], "memory"),
-        "desiredGPU": "0",
-        "desiredTPU": format_quantity(total[TPU_RESOURCE], TPU_RESOURCE),
-    }
-
-
-def _running_and_ready(pod: Obj) -> bool:
-    status = pod.get("status") or {}
-    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-    return status.get("phase") == "Running" and all(c.get("status") == "True" for c in ready)
-
-
-def _condition(old: list[Obj], kind: str, status: str, reason: str, message: str, now: str) -> Obj:
-    """A metav1.Condition; its ``lastTransitionTime`` moves only when its status does."""
-    before = next((c for c in old if c.get("type") == kind), None)
-    since = before["lastTransitionTime"] if before and before.get("status") == status else now
-    return {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-    }
-
-
-def _head_condition(head: Obj | None, old: list[Obj], now: str) -> Obj:
-    if head is None:
-        return _condition(
-            old, "HeadPodReady", "False", "HeadPodNotFound", "Head Pod not found", now
-        )
-    ready = next(
-        (c for c in (head.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
-        None,
-    )
-    if ready is None:
-        return _condition(old, "HeadPodReady", "False", "Unknown", "", now)
-    if ready.get("status") == "True":
-        return _condition(old, "HeadPodReady", "True", "HeadPodRunningAndReady", "", now)
-    reason, message = str(ready.get("reason") or "Unknown"), str(ready.get("message") or "")
-    for status in (head.get("status") or {}).get("containerStatuses") or []:
-        waiting = (status.get("state") or {}).get("waiting")
-        if waiting:
-            reason = str(waiting.get("reason"))
-            message = f"{message}; {status['name']}: {waiting.get('message', '')}".lstrip("; ")
-            break
-    return _condition(old, "HeadPodReady", "False", reason, message, now)
-
-
 def _write_status(state: State, resource: Resource, cluster: Obj, pods: list[Obj]) -> None:
+    """Write the status KubeRay would, when it changed (``lastUpdateTime`` moves only then)."""
     old = cluster.get("status") or {}
-    now = store.now(state)
-    conditions = old.get("conditions") or []
-    groups = cluster["spec"].get("workerGroupSpecs") or []
-    workers = [p for p in pods if p["metadata"]["labels"].get(objs.NODE_TYPE_LABEL) == "worker"]
-    head = next(
-        (p for p in pods if p["metadata"]["labels"].get(objs.NODE_TYPE_LABEL) == "head"), None
-    )
-    desired = sum(desired_workers(g) for g in groups)
-    all_ready = bool(pods) and all(_running_and_ready(p) for p in pods)
-    provisioned = next((c for c in conditions if c.get("type") == "RayClusterProvisioned"), None)
-    if provisioned is None or provisioned.get("status") != "True":
-        provisioned = (
-            _condition(conditions, "RayClusterProvisioned", "True", "AllPodRunningAndReadyFirstTime",
-                       "All Ray Pods are ready for the first time", now)
-            if all_ready
-            else _condition(conditions, "RayClusterProvisioned", "False", "RayClusterPodsProvisioning",
-                            "RayCluster Pods are being provisioned for first time", now)
-        )  # fmt: skip
-    status: Obj = {
-        **({"state": old["state"]} if old.get("state") else {}),
-        "desiredWorkerReplicas": desired,
-        "readyWorkerReplicas": sum(1 for p in workers if _running_and_ready(p)),
-        "availableWorkerReplicas": sum(1 for p in workers if (p.get("status") or {}).get("phase") == "Running"),
-        "minWorkerReplicas": sum(int(g.get("minReplicas", 0)) * int(g.get("numOfHosts", 1)) for g in groups if not g.get("suspend")),
-        "maxWorkerReplicas": min(INT32_MAX, sum(int(g.get("maxReplicas", INT32_MAX)) * int(g.get("numOfHosts", 1)) for g in groups)),
-        **_resources(cluster),
-        "observedGeneration": int(cluster["metadata"].get("generation", 1)),
-        "conditions": [
-            _head_condition(head, conditions, now),
-            provisioned,
-            _condition(conditions, "RayClusterSuspended", "False", "RayClusterSuspended", "", now),
-            _condition(conditions, "RayClusterSuspending", "False", "RayClusterSuspending", "", now),
-        ],
-        "endpoints": objs.endpoints(cluster),
-    }  # fmt: skip
-    if head is not None:
-        ip = str((head.get("status") or {}).get("podIP") or "")
-        status["head"] = {"podName": head["metadata"]["name"], "serviceName": objs.service_name(cluster),
-                          **({"podIP": ip, "serviceIP": ip} if ip else {})}  # fmt: skip
-    if all_ready and len(pods) == desired + 1:
-        status["state"] = "ready"
-    times = dict(old.get("stateTransitionTimes") or {})
-    if status.get("state") and status.get("state") != old.get("state"):
-        times[status["state"]] = now
-    if times:
-        status["stateTransitionTimes"] = times
-    kept = {k: v for k, v in old.items() if k != "lastUpdateTime"}
-    if status == kept:
+    status = status_of(cluster, pods, store.now(state))
+    if status == {k: v for k, v in old.items() if k != "lastUpdateTime"}:
         return
-    status["lastUpdateTime"] = now
+    status["lastUpdateTime"] = store.now(state)
     meta = cluster["metadata"]
-    store.replace(
-        state, resource, meta["namespace"], meta["name"], {**cluster, "status": status}, status=True
-    )
+    new = {**cluster, "status": status}
+    store.replace(state, resource, meta["namespace"], meta["name"], new, status=True)
