@@ -179,6 +179,11 @@ def test_the_operator_makes_pods_service_and_secret_and_writes_ready(cluster: Cl
     assert table.stdout.split("\n")[0].split() == [
         "NAME", "DESIRED", "WORKERS", "AVAILABLE", "WORKERS", "CPUS", "MEMORY", "GPUS", "STATUS", "AGE"
     ]  # fmt: skip
+    # the operator's events on the cluster
+    said = _json(cluster, "get", "events", "--field-selector=involvedObject.kind=RayCluster")
+    reasons = sorted(e["reason"] for e in said["items"])
+    assert reasons == ["CreatedHeadPod", "CreatedService", "CreatedWorkerPod", "CreatedWorkerPod"]
+    assert {e["source"]["component"] for e in said["items"]} == {"raycluster-controller"}
     # deleting the cluster deletes what the operator made for it
     assert cluster.kubectl("delete", "raycluster", "demo").returncode == 0
     left = cluster.kubectl("get", "pods,services,secrets", "-o", "name")
@@ -200,6 +205,11 @@ def test_tpu_workers_without_a_node_pool_stay_pending_with_the_schedulers_reason
             "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. "
             "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
         )
+    warned = _json(cluster, "get", "events", "--field-selector=reason=FailedScheduling")["items"]
+    assert len(warned) == 2 and {e["type"] for e in warned} == {"Warning"}
+    assert {e["involvedObject"]["name"] for e in warned} == {p["metadata"]["name"] for p in workers}
+    described = cluster.kubectl("describe", "pod", workers[0]["metadata"]["name"])
+    assert "FailedScheduling" in described.stdout and "default-scheduler" in described.stdout
     obj = _json(cluster, "get", "raycluster", "demo")
     assert "state" not in obj["status"]  # ready needs every pod
     assert _conditions(obj)["HeadPodReady"][0] == "True"

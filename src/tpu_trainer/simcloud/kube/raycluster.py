@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud.state import State, transaction
+from tpu_trainer.simcloud.kube import events, store
 from tpu_trainer.simcloud.kube import raycluster_objects as objs
-from tpu_trainer.simcloud.kube import store
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.pod_status import bound_status, unschedulable_status
 from tpu_trainer.simcloud.kube.raycluster_status import desired_workers, status_of
@@ -93,12 +93,15 @@ def reconcile(state: State) -> None:
         _reconcile(state, resource, copy.deepcopy(cluster))
 
 
-def _ensure(state: State, resource: Resource, obj: Obj) -> None:
+def _ensure(state: State, resource: Resource, obj: Obj) -> bool:
+    """Create ``obj`` unless it exists; whether it was created."""
     meta = obj["metadata"]
     try:
         store.stored(state, resource, meta["namespace"], meta["name"])
     except KubeError:
         store.create(state, resource, meta["namespace"], obj)
+        return True
+    return False
 
 
 def _reconcile(state: State, resource: Resource, cluster: Obj) -> None:
@@ -111,10 +114,21 @@ def _reconcile(state: State, resource: Resource, cluster: Obj) -> None:
         secret["data"] = {"auth_token": base64.b64encode(str(token).encode()).decode()}
         del secret["stringData"]  # what the API server keeps of stringData
         _ensure(state, _secrets(), secret)
-    _ensure(state, _SERVICES, objs.head_service(cluster))
+    service = objs.head_service(cluster)
+    if _ensure(state, _SERVICES, service):
+        where = f"{ns}/{service['metadata']['name']}"
+        events.record(state, cluster, "Normal", "CreatedService", f"Created service {where}",
+                      "raycluster-controller")  # fmt: skip
     pods = _owned_pods(state, cluster)
     for new in _missing_pods(cluster, pods):
-        store.create(state, _PODS, ns, new)
+        made = store.create(state, _PODS, ns, new)
+        node_type = (
+            "head" if made["metadata"]["labels"][objs.NODE_TYPE_LABEL] == "head" else "worker"
+        )
+        events.record(
+            state, cluster, "Normal", f"Created{node_type.title()}Pod",
+            f"Created {node_type} Pod {ns}/{made['metadata']['name']}", "raycluster-controller",
+        )  # fmt: skip
     _schedule(state, cluster)
     _write_status(state, resource, cluster, _owned_pods(state, cluster))
 
@@ -171,7 +185,11 @@ def _schedule(state: State, cluster: Obj) -> None:
             ready = head_ready or not head
             new["status"] = bound_status(new, created, ready=ready, seed=len(all_pods))
         else:
+            said = ((pod.get("status") or {}).get("conditions") or [{}])[0].get("message")
+            if said == why:
+                continue  # the scheduler says nothing new
             new["status"] = unschedulable_status(why, created)
+            events.record(state, pod, "Warning", "FailedScheduling", why, "default-scheduler")
         if new != pod:
             meta = pod["metadata"]
             store.replace(state, _PODS, meta["namespace"], meta["name"], new)
