@@ -1,11 +1,12 @@
 """``/api/v1/namespaces/<ns>/pods/<pod>/portforward``: the request upgraded to a streaming
 connection, in either of the two ways kubectl asks for one.
 
-kubectl 1.31 and later first ask for a WebSocket (``GET``, ``Sec-WebSocket-Protocol:
-SPDY/3.1+portforward.k8s.io``) and tunnel SPDY through its binary messages; when that upgrade
-fails they fall back to a plain SPDY/3.1 upgrade (``POST``, ``Upgrade: SPDY/3.1``,
-``X-Stream-Protocol-Version: portforward.k8s.io``). Both are served, as a real API server of
-those versions serves them; the SPDY session is :mod:`portforward`'s either way. The WebSocket
+kubectl 1.32 (its ``PortForwardWebsockets`` gate on, as by default) first asks for a
+WebSocket (``GET``, ``Sec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io``) and tunnels SPDY
+through its binary messages; when that upgrade fails it falls back to a plain SPDY/3.1 upgrade
+(``POST``, ``Upgrade: SPDY/3.1``, ``X-Stream-Protocol-Version: portforward.k8s.io``; also what
+``KUBECTL_PORT_FORWARD_WEBSOCKETS=false`` asks for). Both are served, as a real API server of
+that version serves them; the SPDY session is :mod:`portforward`'s either way. The WebSocket
 framing is wsproto's.
 """
 
