@@ -1,5 +1,5 @@
-"""The fake cluster: kubectl, the pods of submitted workloads, the fake xpk (checked by xpk's own
-parser, about a second each) and the shims that put the tools on PATH."""
+"""The fake cluster: the real kubectl against it, the pods of submitted workloads, the fake xpk
+(checked by xpk's own parser, about a second each) and the shims that put the tools on PATH."""
 
 from __future__ import annotations
 
@@ -277,8 +277,10 @@ def test_xpk_adapt_then_workloads_succeed_and_fail(make_cloud: MakeCloud) -> Non
 
 @pytest.mark.unit
 def test_shims_are_sh_scripts_running_this_python(tmp_path: Path) -> None:
+    (tmp_path / "kubectl").write_text("#!/bin/sh\n", encoding="utf-8")  # an earlier version's
     write_shims(tmp_path, python="/opt/py/bin/python")
-    for tool in ("gcloud", "kubectl", "xpk"):
+    assert not (tmp_path / "kubectl").exists()  # kubectl is the real one, never a shim
+    for tool in ("gcloud", "xpk", "gcluster"):
         text = (tmp_path / tool).read_text(encoding="utf-8")
         assert text.startswith("#!/bin/sh\n")
         assert f'exec /opt/py/bin/python -m tpu_trainer.fakecloud {tool} "$@"' in text

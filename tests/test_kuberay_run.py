@@ -1,6 +1,7 @@
-"""The KubeRay launcher end to end against the fake cloud: the fake kubectl plays the cluster
-(RayCluster checked against its CRD, the operator's token Secret, port-forward) and a fake Ray
-dashboard on 127.0.0.1 plays the job."""
+"""The KubeRay launcher end to end against the simulated cloud: the real kubectl against the
+Kubernetes API emulator, whose KubeRay controller makes the RayCluster's pods, head Service and
+token Secret, and whose port-forward tunnel reaches a fake Ray dashboard on 127.0.0.1 that plays
+the job."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.fakecloud import fake_cloud_env, init_state, parse_scenario, write_shims
 from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
-from tpu_trainer.fakecloud.ray_k8s import configure_ray
-from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.fakecloud.state import read_state
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.kuberay.manifests import RaySettings
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.ray.follow import Deadlines
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.simcloud.kube.raycluster import configure_ray
 from tpu_trainer.simcloud.rehearsal import emulated_env
 from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
 
@@ -49,8 +50,17 @@ class Cloud:
 @pytest.fixture
 def cloud(tmp_path: Path) -> Iterator[Cloud]:
     scenario = parse_scenario(
-        {"project": "demo-project", "region": "us-central1", "cluster": {"name": "demo-cluster"}}
-    )
+        {
+            "project": "demo-project",
+            "region": "us-central1",
+            "cluster": {"name": "demo-cluster"},
+            # CPU nodes for the Ray head; no TPU node pool: the TPU workers stay Pending
+            "node_pools": [
+                {"name": "default-pool", "machine_type": "e2-standard-8", "node_count": 3,
+                 "zone": "us-central1-a"}
+            ],
+        }
+    )  # fmt: skip
     state = tmp_path / "state.json"
     init_state(scenario, state)
     write_shims(tmp_path / "bin")
@@ -96,11 +106,11 @@ def _run(cloud: Cloud, **kwargs: object) -> KubeRayRun:
 
 
 def _kinds_left(state: Path) -> set[str]:
-    return {key.split("/")[0] for key in read_state(state)["k8s"]} & {
-        "RayCluster",
-        "Secret",
-        "ConfigMap",
-    }
+    """The kinds a KubeRay run makes (or its operator makes for it) still in the cluster."""
+    data = read_state(state)
+    kept = [key.split("/")[0] for key in data["k8s"]]
+    kept += [key.split("/")[1] for key in data.get("kube_api", {}).get("objects", {})]
+    return set(kept) & {"ConfigMap", "rayclusters", "secrets", "services", "pods"}
 
 
 def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Cloud) -> None:
@@ -120,7 +130,11 @@ def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Clo
         ("configmap", ResourceState.DELETED),
     }
     assert _kinds_left(cloud.state) == set()  # the operator's Secret went with its cluster
-    verbs = [c[1] for c in recorded_calls(cloud.state) if c[0] == "kubectl"]
+    verbs = [
+        next(a for a in argv[1:] if not a.startswith("-"))
+        for argv, *_ in store.commands(RUN_ID)
+        if argv[0] == "kubectl"
+    ]
     assert verbs[:2] == ["apply", "apply"] and verbs[-2:] == ["delete", "delete"]
     assert "port-forward" in verbs
     # the job: the mounted entry script, Ray's log deduplication off, authorized calls only

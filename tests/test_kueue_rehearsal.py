@@ -19,7 +19,6 @@ from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.fakecloud import fake_cloud_env, write_shims
 from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import load_scenario
-from tpu_trainer.fakecloud.shims import REHEARSAL_TOOLS
 from tpu_trainer.fakecloud.state import transaction
 from tpu_trainer.fakecloud.workloads import new_workload
 from tpu_trainer.infra.kubectl import Kubectl
@@ -47,7 +46,7 @@ class Recording(SilentDisplay):
 
 def test_the_waiting_line_shows_kueues_message_from_the_jobsets_workload(tmp_path: Path) -> None:
     state_file = init_state(load_scenario(SCENARIO), tmp_path / "state.json")
-    write_shims(tmp_path / "bin", tools=REHEARSAL_TOOLS)  # the real kubectl, as in a rehearsal
+    write_shims(tmp_path / "bin")  # no kubectl shim: the real kubectl, as in a rehearsal
     env = emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state_file))
     with transaction(state_file) as state:
         state["workloads"]["demo-run"] = new_workload(

@@ -1,10 +1,11 @@
-"""Each kubectl command line a GKE rehearsal runs (the lines the stand-in records in a failover
-rehearsal, in their order: the Kueue and ConfigMap checks, the ClusterQueue repair, the pods
-followed, worker 0's log followed, the other hosts' last lines, the JobSet's end) gives the
-same answer through the real kubectl against the emulated API server as through the stand-in,
-from two copies of the same state: the same exit code and error text, the same log text, and
-every field of the stand-in's JSON in the emulator's (which adds what a real server adds:
-uid, resourceVersion, the CRDs' defaults, the pod templates)."""
+"""Each kubectl command line a GKE rehearsal runs (the lines of a failover rehearsal, in their
+order: the Kueue and ConfigMap checks, the ClusterQueue repair, the pods followed, worker 0's
+log followed, the other hosts' last lines, the JobSet's end) gives, through the real kubectl
+against the emulated API server, the answer recorded in ``golden/simkube/failover_kubectl.json``
+(what the Python kubectl stand-in the emulator replaced printed for the same state): the same
+exit code and error text, the same log text, and every recorded JSON field (the emulator adds
+what a real server adds: uid, resourceVersion, the CRDs' defaults, the pod templates).
+``pytest --update-golden`` records the emulator's answers instead."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import pytest
 
 from test_simkube_kubectl import Cluster
 from test_simkube_workloads import SCENARIO
-from tpu_trainer.fakecloud import fake_cloud_env, write_shims
 from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import parse_scenario
 from tpu_trainer.fakecloud.state import transaction
@@ -28,6 +28,7 @@ from tpu_trainer.simcloud.kube.server import KubeServer
 
 pytestmark = pytest.mark.e2e
 
+GOLDEN = Path(__file__).resolve().parent / "golden" / "simkube" / "failover_kubectl.json"
 RUN = "root-llama-20261124-1239"
 SERVER_FIELDS = frozenset({"uid", "resourceVersion", "creationTimestamp", "generation"})
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -106,47 +107,61 @@ def _contained(small: Any, big: Any, where: str = "") -> list[str]:
     return [] if small == big else [f"{where}: {small!r} != {big!r}"]
 
 
+def _said(argv: list[str], stderr: str) -> str:
+    """The error text, a missing pod's log as the recorded answers word it (the real kubectl
+    says `error: error from server (NotFound): pods "P" not found in namespace "default"`; the
+    tool reads no logs error)."""
+    if argv[0] != "logs":
+        return stderr
+    return stderr.replace("error: error from server", "Error from server").replace(
+        ' not found in namespace "default"', " not found"
+    )
+
+
 def _differences(
-    argv: list[str], stand: subprocess.CompletedProcess[str], real: subprocess.CompletedProcess[str]
+    argv: list[str], recorded: dict[str, Any], real: subprocess.CompletedProcess[str]
 ) -> list[str]:
     line = " ".join(argv)
-    if stand.returncode != real.returncode:
-        return [f"{line}: exit {stand.returncode} != {real.returncode} ({real.stderr.strip()})"]
-    if stand.returncode != 0:
-        said = real.stderr
-        if argv[0] == "logs":  # the real kubectl words a missing pod its own way (the tool
-            # reads no logs error): `error: error from server (NotFound): pods "P" not found in
-            # namespace "default"`
-            said = said.replace("error: error from server", "Error from server").replace(
-                ' not found in namespace "default"', " not found"
-            )
-        return [] if stand.stderr == said else [f"{line}: {stand.stderr!r} != {real.stderr!r}"]
+    if recorded["exit"] != real.returncode:
+        return [f"{line}: exit {recorded['exit']} != {real.returncode} ({real.stderr.strip()})"]
+    if real.returncode != 0:
+        said = _said(argv, real.stderr)
+        return [] if recorded["stderr"] == said else [f"{line}: {recorded['stderr']!r} != {said!r}"]
     if "-o" not in argv:
-        return [] if stand.stdout == real.stdout else [f"{line}: the logs differ"]
-    return [f"{line}: {d}" for d in _contained(json.loads(stand.stdout), json.loads(real.stdout))]
+        return [] if recorded["stdout"] == real.stdout else [f"{line}: the logs differ"]
+    found = _contained(json.loads(recorded["stdout"]), json.loads(real.stdout))
+    return [f"{line}: {d}" for d in found]
 
 
-def test_every_kubectl_line_of_a_rehearsal_answers_as_through_the_stand_in(tmp_path: Path) -> None:
-    stand_state, pods = _state(tmp_path / "stand-in.json")
-    real_state, same = _state(tmp_path / "emulated.json")
-    assert pods == same
+def test_every_kubectl_line_of_a_rehearsal_answers_as_recorded(
+    tmp_path: Path, update_golden: bool
+) -> None:
+    real_state, pods = _state(tmp_path / "emulated.json")
     queue_file = tmp_path / "queue.json"
     queue_file.write_text(json.dumps(kueue.cluster_queue(Slice.parse("v6e-8"), 1)))
-    write_shims(tmp_path / "bin")
-    stand_env = fake_cloud_env(tmp_path / "bin", stand_state)
+    recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    table = _table(pods, queue_file)
+    assert [r["argv"] for r in recorded] == [
+        [a.replace(str(queue_file), "{queue_file}") for a in argv] for argv in table
+    ]
     differences: list[str] = []
-    answered: list[tuple[int, int]] = []
+    answers: list[dict[str, Any]] = []
     with KubeServer(real_state, idle_seconds=120) as server:
         real = Cluster(tmp_path, server)
-        for argv in _table(pods, queue_file):
-            stand = subprocess.run(
-                [str(tmp_path / "bin" / "kubectl"), *argv],
-                env=stand_env, capture_output=True, text=True, timeout=60, check=False,
-            )  # fmt: skip
+        for argv, expected in zip(table, recorded, strict=True):
             emulated = real.kubectl(*argv)
-            differences += _differences(argv, stand, emulated)
-            answered.append((stand.returncode, emulated.returncode))
+            differences += _differences(argv, expected, emulated)
+            answers.append(
+                {
+                    **expected,
+                    "exit": emulated.returncode,
+                    "stdout": emulated.stdout,
+                    "stderr": _said(argv, emulated.stderr),
+                }
+            )
+    if update_golden:
+        GOLDEN.write_text(json.dumps(answers, indent=1) + "\n", encoding="utf-8")
+        return
     assert differences == []
     # the missing flavor, Kueue's hold (no pod yet), the pods waiting to start, the missing JobSet
-    failed = [n for n, codes in enumerate(answered) if codes == (1, 1)]
-    assert failed == [3, 8, 12, 18]
+    assert [n for n, r in enumerate(answers) if r["exit"] == 1] == [3, 8, 12, 18]

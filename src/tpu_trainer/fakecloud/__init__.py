@@ -1,8 +1,9 @@
 """The simulated cloud's scenarios and state, and stand-ins for what is no Google API:
-``kubectl``, ``xpk``, ``tpu-vm ssh``/``scp`` (and ``gcloud``'s credential questions).
+``xpk``, ``gcluster``, ``tpu-vm ssh``/``scp`` (and ``gcloud``'s credential questions).
 
 GKE and Compute are answered by the real gcloud against ``simcloud``'s emulated APIs over the
-same state file; ``simcloud.rehearsal.emulated_env`` starts them::
+same state file, the cluster by the real kubectl against ``simcloud.kube``;
+``simcloud.rehearsal.emulated_env`` starts them::
 
     scenario = load_scenario("scenario.yaml")
     init_state(scenario, state_file)

@@ -36,43 +36,22 @@ class Kind:
     plural: str
     group: str
     namespaced: bool
-    names: tuple[str, ...]
     virtual: bool = False
     """Pods and JobSets are derived from the workloads, not stored."""
 
-    @property
-    def resource(self) -> str:
-        """``resourceflavors.kueue.x-k8s.io``, ``configmaps``: how errors name the kind."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def singular(self) -> str:
-        """``resourceflavor.kueue.x-k8s.io``: how apply/patch/delete messages name it."""
-        base = self.kind.lower()
-        return f"{base}.{self.group}" if self.group else base
-
 
 KINDS = (
-    Kind("ResourceFlavor", "resourceflavors", "kueue.x-k8s.io", False, ("rf", "flavor", "flavors")),
-    Kind("ClusterQueue", "clusterqueues", "kueue.x-k8s.io", False, ("cq",)),
-    Kind("LocalQueue", "localqueues", "kueue.x-k8s.io", True, ("lq", "queue", "queues")),
-    Kind("Workload", "workloads", "kueue.x-k8s.io", True, ("wl",)),
-    Kind("ConfigMap", "configmaps", "", True, ("cm",)),
-    Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", False, ("pc",)),
-    Kind("Pod", "pods", "", True, ("po",), virtual=True),
-    Kind("JobSet", "jobsets", "jobset.x-k8s.io", True, ("js",), virtual=True),
-    Kind("RayCluster", "rayclusters", "ray.io", True, ("raycluster",)),
-    Kind("Secret", "secrets", "", True, ("secret",)),
+    Kind("ResourceFlavor", "resourceflavors", "kueue.x-k8s.io", False),
+    Kind("ClusterQueue", "clusterqueues", "kueue.x-k8s.io", False),
+    Kind("LocalQueue", "localqueues", "kueue.x-k8s.io", True),
+    Kind("Workload", "workloads", "kueue.x-k8s.io", True),
+    Kind("ConfigMap", "configmaps", "", True),
+    Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", False),
+    Kind("Pod", "pods", "", True, virtual=True),
+    Kind("JobSet", "jobsets", "jobset.x-k8s.io", True, virtual=True),
 )
-
-
-def find_kind(word: str) -> Kind | None:
-    """The kind a kubectl resource word names: ``resourceflavor``, ``rf``, ``cm``, ``pods``..."""
-    w = word.lower()
-    for k in KINDS:
-        if w in (k.kind.lower(), k.plural, k.resource, k.singular, *k.names):
-            return k
-    return None
+"""The kinds kept in ``state["k8s"]``, where the fake xpk and the workload model read them
+(the Kubernetes API emulator serves them from there too)."""
 
 
 def kind_of(obj: dict[str, Any]) -> Kind | None:
@@ -159,19 +138,6 @@ def _content(obj: dict[str, Any]) -> Any:
         if k not in ("uid", "creationTimestamp", "resourceVersion", "generation")
     }
     return {**{k: v for k, v in obj.items() if k != "metadata"}, "metadata": meta}
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (``kubectl patch --type merge``)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 # ---- what xpk writes ---------------------------------------------------------------------------

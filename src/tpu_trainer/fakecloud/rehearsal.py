@@ -10,7 +10,7 @@ from pathlib import Path
 from tpu_trainer.config.model import Config, Reservation, Source
 from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import Scenario, load_scenario
-from tpu_trainer.fakecloud.shims import REHEARSAL_TOOLS, fake_cloud_env, write_shims
+from tpu_trainer.fakecloud.shims import fake_cloud_env, write_shims
 from tpu_trainer.infra.tool_env import cache_dir
 
 
@@ -117,6 +117,6 @@ def prepare(
         init_state(scenario, state)
     bin_dir = workdir / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    write_shims(bin_dir, tools=REHEARSAL_TOOLS)
+    write_shims(bin_dir)
     fake_env = {**env, **fake_cloud_env(bin_dir, state)}
     return rehearsal_config(scenario, str(scenario_path), user), fake_env, workdir

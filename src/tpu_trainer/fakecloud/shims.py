@@ -1,9 +1,7 @@
-"""Putting the fake tools on PATH: ``gcloud``, ``kubectl``, ``xpk`` and ``gcluster`` shell shims.
+"""Putting the fake tools on PATH: ``gcloud``, ``xpk`` and ``gcluster`` shell shims.
 
-A rehearsal (``rehearsal.prepare``) writes only ``REHEARSAL_TOOLS``: its kubectl is the real
-one, against the emulated Kubernetes API server. The kubectl stand-in stays for what that
-server cannot serve (KubeRay's ``kubectl port-forward``, a tunnel over SPDY/websockets), and
-for the fake cloud's own tests."""
+kubectl has none: it is the real one, against the emulated Kubernetes API server
+(``simcloud.kube``), port-forward included."""
 
 from __future__ import annotations
 
@@ -17,9 +15,10 @@ from pathlib import Path
 from tpu_trainer.fakecloud.state import STATE_ENV
 from tpu_trainer.runtime.xpk_runtime import XPK_ENV
 
-TOOLS = ("gcloud", "kubectl", "xpk", "gcluster")
-REHEARSAL_TOOLS = ("gcloud", "xpk", "gcluster")
-"""The shims of a rehearsal: the real kubectl reaches the emulated cluster."""
+TOOLS = ("gcloud", "xpk", "gcluster")
+RETIRED = ("kubectl",)
+"""Shims earlier versions wrote, removed from a folder written again (a rehearsal's folder
+outlives the tool's version)."""
 
 
 def write_shims(
@@ -27,9 +26,9 @@ def write_shims(
 ) -> None:
     """Write executable ``#!/bin/sh`` scripts (every one of :data:`TOOLS` unless ``tools``
     says which) into ``bin_dir`` that run ``python -m tpu_trainer.fakecloud <tool> "$@"``; a
-    shim of another tool left there by an earlier version is removed."""
+    shim of another tool left there (or by an earlier version) is removed."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for tool in TOOLS:
+    for tool in (*TOOLS, *RETIRED):
         if tool not in tools:
             (bin_dir / tool).unlink(missing_ok=True)
     for tool in tools:

@@ -10,19 +10,14 @@ RUNNING node pool in its zone matches the slice; otherwise every read (``kubectl
 from __future__ import annotations
 
 import hashlib
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud import maxtext_log as mlog
-from tpu_trainer.fakecloud.common import Answer
 from tpu_trainer.fakecloud.jobset_shape import SHAPES, JobSetShape, containers
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.pools import tpu_accelerator
-from tpu_trainer.fakecloud.state import FAKE_NOW, State, read_state
+from tpu_trainer.fakecloud.state import FAKE_NOW, State
 from tpu_trainer.plan.slices import Slice
 
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -435,17 +430,3 @@ def _until_step(text: str, step: int | None) -> str:
         if f"completed step: {step}," in line:
             return "".join(lines[: n + 1])
     return text
-
-
-def silent_follow(path: Path, workload: str, poll: float = 0.1) -> Callable[[Answer], None]:
-    """``kubectl logs -f`` of a host that stopped logging: print what it printed, then stay
-    open and silent until the workload is deleted (or the command is killed)."""
-
-    def wait(answer: Answer) -> None:
-        sys.stdout.write("".join(answer.stdout))
-        sys.stdout.flush()
-        answer.stdout.clear()
-        while workload in read_state(path)["workloads"]:
-            time.sleep(poll)
-
-    return wait

@@ -1,5 +1,6 @@
 """The resource verbs over the state file: get, list, create, update, patch, delete, and the
-status subresource. Each request is one ``fakecloud.state.transaction``."""
+status subresource. Each request is one ``fakecloud.state.transaction``, in which KubeRay's
+RayCluster controller (``raycluster.reconcile``) first catches up."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from tpu_trainer.fakecloud.state import State, clock, read_state, transaction
-from tpu_trainer.simcloud.kube import protobuf, store
+from tpu_trainer.simcloud.kube import protobuf, raycluster, store
 from tpu_trainer.simcloud.kube.admission import admit, check_field_validation
 from tpu_trainer.simcloud.kube.patch import APPLY, STRATEGIC, apply_patch, merge_patch
 from tpu_trainer.simcloud.kube.resources import Resource, find
@@ -96,6 +97,7 @@ class KubeApi:
         if self.dry_run:
             return fn(read_state(self.state_path))
         with transaction(self.state_path) as state:
+            raycluster.reconcile(state)  # the operator has caught up before the server answers
             return fn(state)
 
     def handle(

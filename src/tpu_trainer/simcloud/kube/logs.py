@@ -1,8 +1,8 @@
 """Pod logs: ``GET /api/v1/namespaces/<ns>/pods/<pod>/log?container=C&follow=true``.
 
-A pod of the workload model (``views.py``) prints what the stand-in kubectl prints for it
-(``fakecloud.workloads.log_of``: worker 0 the scenario's log), refused the same way while its
-workload is held by Kueue or its pod waits to start; followed, the log of a worker that stopped
+A pod of the workload model (``views.py``) prints the model's log for it
+(``fakecloud.workloads.log_of``: worker 0 the scenario's log), refused as the kubelet refuses
+while its workload is held by Kueue or its pod waits to start; followed, the log of a worker that stopped
 logging (``hang_after_step``) stays open and silent until the workload is deleted, as the
 scenario's hung host does; ``tailLines`` keeps its last lines.
 

@@ -85,6 +85,7 @@ CORE: tuple[Resource, ...] = (
     _core("configmaps", "ConfigMap", True, "cm"),
     _core("events", "Event", True, "ev"),
     _core("services", "Service", True, "svc", categories=("all",)),
+    _core("secrets", "Secret", True),
 )
 """Core ``v1`` kinds; nodes are read-only (they are the state's node pools)."""
 

@@ -2,8 +2,9 @@
 
 ``start(state_path)`` serves the cluster in the rehearsal's state file from daemon threads of
 this process and returns its base URL; ``kubeconfig.write_kubeconfig`` points kubectl at it.
-The server stops by itself after ``idle_seconds`` without a request (a log being followed
-counts as activity), or with ``stop()``.
+The server stops by itself after ``idle_seconds`` without a request (a log being followed or
+a port being forwarded counts as activity), or with ``stop()``. ``pods/<pod>/portforward``
+is upgraded to a streaming connection (``tunnel``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tpu_trainer.simcloud.kube import discovery
+from tpu_trainer.simcloud.kube import discovery, pod_ports, tunnel
 from tpu_trainer.simcloud.kube.api import Answer, KubeApi, parse_target
 from tpu_trainer.simcloud.kube.logs import log_lines
 from tpu_trainer.simcloud.kube.openapi import openapi_v3
@@ -102,6 +103,13 @@ class KubeServer:
         headers = {k.lower(): v for k, v in h.headers.items()}
         parts = [p for p in url.path.split("/") if p]
         try:
+            if _is_portforward(parts):
+                backend = pod_ports.backend(self.state_path, parts[3], parts[5])
+                transport = tunnel.upgrade(h)
+                with self._lock:
+                    self.requests.append((h.command, h.path, 101))
+                tunnel.serve(h, transport, backend, self._streaming)
+                return
             if _is_log(parts) and h.command == "GET":
                 lines = log_lines(self.state_path, parts[3], parts[5], query, self._streaming)
                 self._stream(h, lines, "text/plain")
@@ -186,13 +194,21 @@ class KubeServer:
             h.close_connection = True
 
 
-def _is_log(parts: list[str]) -> bool:
+def _pod_subresource(parts: list[str], name: str) -> bool:
     return (
         len(parts) == 7
         and parts[:3] == ["api", "v1", "namespaces"]
         and parts[4] == "pods"
-        and parts[6] == "log"
+        and parts[6] == name
     )
+
+
+def _is_log(parts: list[str]) -> bool:
+    return _pod_subresource(parts, "log")
+
+
+def _is_portforward(parts: list[str]) -> bool:
+    return _pod_subresource(parts, "portforward")
 
 
 def start(state_path: Path, *, idle_seconds: float = 900.0) -> str:

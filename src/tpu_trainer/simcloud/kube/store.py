@@ -4,7 +4,7 @@ other non-metadata, non-status content changes), creationTimestamp from the scen
 
 Nodes are not stored: they are the state's node pools (``nodes.py``); JobSets, their pods and
 Kueue's Workloads for them are the scenario's workload model (``views.py``). The kinds the
-stand-in kubectl also serves (Kueue's queues and flavors, ConfigMaps, RayClusters...) are kept
+xpk stand-in also writes (Kueue's queues and flavors, ConfigMaps, PriorityClasses) are kept
 where it and the workload model read them (``state["k8s"]``, ``fakecloud.k8s``): a ClusterQueue
 applied through the API is the quota Kueue's admission reads. The four namespaces a new
 cluster has always exist. A custom resource is kept in its storage version and served in the
@@ -13,6 +13,7 @@ version asked for (``conversion.py``).
 
 from __future__ import annotations
 
+import base64
 import copy
 import uuid
 from typing import Any, cast
@@ -60,7 +61,7 @@ def _place(state: State, resource: Resource, namespace: str, name: str) -> tuple
     return section(state)["objects"], _key(resource, namespace, name)
 
 
-def _kept(state: State, resource: Resource) -> list[Obj]:
+def kept_objects(state: State, resource: Resource) -> list[Obj]:
     """The stored objects of ``resource``."""
     kind = _shared(resource)
     if kind is not None:
@@ -99,7 +100,7 @@ def _all(state: State, resource: Resource, jobset: str | None = None) -> list[Ob
     ``jobset``'s pods only)."""
     if resource.plural == "nodes" and not resource.group:
         return nodes(state, now(state))
-    found = _kept(state, resource)
+    found = kept_objects(state, resource)
     model = views.kind_of(resource)
     if model == "JobSet":
         kept = {o["metadata"]["name"]: o for o in found}
@@ -124,7 +125,7 @@ def get(state: State, resource: Resource, namespace: str, name: str) -> Obj:
         if pod is not None:
             return pod
     if model == "JobSet" and namespace == "default" and name in state["workloads"]:
-        kept = [o for o in _kept(state, resource) if o["metadata"]["name"] == name]
+        kept = [o for o in kept_objects(state, resource) if o["metadata"]["name"] == name]
         wl = state["workloads"][name]
         return _served(resource, views.jobset(state, wl, kept[0] if kept else None))
     for obj in _all(state, resource):
@@ -169,7 +170,7 @@ def _check_namespace(state: State, resource: Resource, namespace: str) -> None:
 def create(state: State, resource: Resource, namespace: str, obj: Obj) -> Obj:
     meta = obj.setdefault("metadata", {})
     if not meta.get("name") and meta.get("generateName"):
-        meta["name"] = f"{meta['generateName']}{next_id(state):05d}"[-63:]
+        meta["name"] = f"{meta['generateName'][:58]}{_suffix(next_id(state))}"
     name = str(meta.get("name") or "")
     if not name:
         raise KubeError(
@@ -205,10 +206,31 @@ def create(state: State, resource: Resource, namespace: str, obj: Obj) -> Obj:
         meta.pop(drop, None)
     if model == "JobSet":
         views.register(state, obj)
+    if resource.kind == "Secret" and not resource.group:
+        _secret_data(obj)
+    if resource.kind == "Pod" and not resource.group:  # the pod strategy's PrepareForCreate
+        obj["status"] = {"phase": "Pending", **(obj.get("status") or {})}
     if resource.schema is not None:
         obj = to_storage(resource, obj)
     objects[key] = obj
     return _served(resource, obj)
+
+
+def _suffix(seq: int) -> str:
+    """The 5 characters the API server appends to a ``generateName`` (from its alphabet)."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    digest = uuid.uuid5(_UID_SPACE, f"generated/{seq}").bytes
+    return "".join(alphabet[b % len(alphabet)] for b in digest[:5])
+
+
+def _secret_data(obj: Obj) -> None:
+    """A Secret's ``stringData`` written into ``data`` (base64), as the API server keeps it."""
+    plain = obj.pop("stringData", None)
+    if isinstance(plain, dict):
+        data = obj.setdefault("data", {})
+        for key, value in plain.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+    obj.setdefault("type", "Opaque")
 
 
 def _content(obj: Obj) -> Obj:
@@ -225,6 +247,8 @@ def replace(
         raise not_found(resource, name)
     if resource.schema is not None:
         new = to_storage(resource, new)
+    if resource.kind == "Secret" and not resource.group:
+        _secret_data(new)
     meta = new.setdefault("metadata", {})
     wanted = meta.get("resourceVersion")
     if wanted and wanted != old["metadata"]["resourceVersion"]:

@@ -131,6 +131,10 @@ _CORE: dict[str, tuple[list[Obj], Any]] = {
     "nodes": ([_column("Status"), _column("Roles"), _column("Version")], _node_row),
     "pods": ([_column("Ready"), _column("Status"), _column("Restarts", "string")], _pod_row),
     "namespaces": ([_column("Status")], lambda o: [(o.get("status") or {}).get("phase", "Active")]),
+    "secrets": (
+        [_column("Type"), _column("Data", "integer")],
+        lambda o: [o.get("type", "Opaque"), len(o.get("data") or {})],
+    ),
     "configmaps": (
         [_column("Data", "integer")],
         lambda o: [len(o.get("data") or {}) + len(o.get("binaryData") or {})],
@@ -141,7 +145,7 @@ _CORE: dict[str, tuple[list[Obj], Any]] = {
 def table(resource: Resource, objects: list[Obj], now: float, resource_version: str) -> Obj:
     """The Table of ``objects``; each row carries its object (``kubectl get -L/--show-labels``)."""
     if resource.schema is not None:
-        extra = [c for c in resource.columns if c.get("name") != "Age"]
+        extra = [c for c in resource.columns if str(c.get("name", "")).lower() != "age"]
         columns = (
             [_NAME]
             + [

@@ -1,10 +1,10 @@
 """JobSets, their pods and Kueue's Workloads served from the scenario's workload model.
 
-The objects are not stored: each read builds them from ``state["workloads"]`` with the same
-functions the stand-in kubectl prints (``fakecloud.workloads`` and ``kueue_workloads``), so a
-list of JobSets or pods is a read that moves a workload along (Pending, Running, then its
-end), exactly as ``kubectl get`` through the stand-in does. A pod read by name (what
-``kubectl logs`` does first) looks without moving anything.
+The objects are not stored: each read builds them from ``state["workloads"]`` with the
+workload model's functions (``fakecloud.workloads`` and ``kueue_workloads``, which the xpk
+stand-in shares), so a list of JobSets or pods is a read that moves a workload along (Pending,
+Running, then its end). A pod read by name (what ``kubectl logs`` does first) looks without
+moving anything.
 
 A JobSet created through the API registers a workload as xpk's does (``register``): its slice
 from the pod template's TPU node selector, the zone of a matching node pool. The JobSet as
