@@ -85,6 +85,18 @@ class Placeholding:
 
 
 @dataclass(frozen=True, slots=True)
+class RecipeProblem:
+    """Something in the recipe that would stop it as written, though what it asks for can be
+    planned (a benchmark-runner command its pinned MaxText refuses): reported by the checks as a
+    failure named ``name``, with the fix."""
+
+    name: str
+    message: str
+    fix: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
 class Recipe:
     """Everything a ``run_recipe.sh`` says, in its own order."""
 
@@ -105,6 +117,8 @@ class Recipe:
     dry_run: tuple[str, ...] = ()
     """The script's own dry-run arguments it hands the submitter (``--dry-run``,
     ``--dry-run-out FILE``); empty when it takes none."""
+    problems: tuple[RecipeProblem, ...] = ()
+    """What would stop the recipe as written; the plan reports each as a failed check."""
 
     @property
     def program_args(self) -> tuple[str, ...]:
