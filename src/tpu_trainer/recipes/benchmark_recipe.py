@@ -35,7 +35,7 @@ from tpu_trainer.recipes.benchmark_models import (
 )
 from tpu_trainer.recipes.reader import parse_recipe
 from tpu_trainer.recipes.recipe import Recipe, RecipeProblem
-from tpu_trainer.recipes.shell_words import dq_escape
+from tpu_trainer.recipes.shell_quote import dq_escape
 
 README = "README.md"
 REVISION_VARIABLE = "MAXTEXT_REVISION"

@@ -73,6 +73,11 @@ class EntryPoint:
     args: tuple[Word, ...]
     options: tuple[str, ...] = ()
     """The interpreter's own options before ``-m`` (``-u`` in ``python3 -u -m ...``)."""
+    lead: tuple[str, ...] = ()
+    """Words before the program that are not environment: the shell keyword of the branch it
+    runs in (``then``, ``else``)."""
+    redirects: tuple[str, ...] = ()
+    """Its redirections (``2>&1``), after the arguments."""
 
 
 @dataclass(frozen=True, slots=True)
