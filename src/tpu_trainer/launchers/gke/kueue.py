@@ -326,7 +326,7 @@ def _queue_message(current: Mapping[str, Any] | None, slice_: Slice, num_slices:
     name, quota = slice_.kueue_flavor(num_slices), slice_.kueue_quota(num_slices)
     arithmetic = f"{quota} = {slice_.chips} chips × {num_slices} slice(s)"
     if current is None:
-        return f"ClusterQueue {CLUSTER_QUEUE} does not exist (xpk submits through it)"
+        return f"ClusterQueue {CLUSTER_QUEUE} does not exist (workloads are submitted through it)"
     groups = (current.get("spec") or {}).get("resourceGroups") or []
     located = _find_flavor(groups, name)
     if located is None:
