@@ -1,4 +1,8 @@
-"""Benchmark: plan every ``run_recipe.sh`` under a folder in one process.
+"""Benchmark: plan every recipe under a folder in one process.
+
+The recipes are every ``run_recipe.sh`` (xpk and cluster_toolkit variants alike) and every
+script or README that runs MaxText's benchmark runner (Trillium scripts, v5p READMEs), each
+planned by its own path.
 
 For each recipe it runs what ``tpu-trainer plan``/``scripts`` compute: the plan, both
 generated scripts (setup and submit) and the plan as JSON text. It reports the time to
@@ -9,7 +13,7 @@ import the library, the first (cold) pass over all recipes, and the best and med
 The pass/fail figure is the first pass (after imports); the target is < 2 s.
 Exit status: 0 when under target and every recipe planned, else 1.
 
-Usage: python bench/plan_recipes.py <folder> [--repeat N]
+Usage: python bench/plan_recipes.py <folder> [--repeat N] [--list]
 """
 
 from __future__ import annotations
@@ -47,8 +51,11 @@ class PassResult:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path, help="searched recursively for run_recipe.sh")
+    parser.add_argument("folder", type=Path, help="searched recursively for recipes")
     parser.add_argument("--repeat", type=int, default=5, help="timed passes after the first")
+    parser.add_argument(
+        "--list", action="store_true", help="print each recipe with its slice and failed checks"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -56,7 +63,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def find_recipes(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("run_recipe.sh"))
+    """``run_recipe.sh`` files, and scripts and READMEs that run the benchmark runner."""
+    from tpu_trainer.recipes.resolve import RECIPE_FILE, is_runner_recipe
+
+    runner = [
+        p
+        for p in folder.rglob("*")
+        if (p.suffix == ".sh" and p.name != RECIPE_FILE) or p.name == "README.md"
+    ]
+    return sorted([*folder.rglob(RECIPE_FILE), *(p for p in runner if is_runner_recipe(p))])
 
 
 def import_library() -> float:
@@ -80,7 +95,7 @@ def plan_one(script: Path, opts: PlanOptions, stages: dict[str, float]) -> None:
     from tpu_trainer.recipes.resolve import Filters
 
     t0 = time.perf_counter()
-    plan = plan_request(Request(str(script.parent), filters=Filters()), opts)
+    plan = plan_request(Request(str(script), filters=Filters()), opts)
     t1 = time.perf_counter()
     render_setup(plan)
     t2 = time.perf_counter()
@@ -128,8 +143,26 @@ def print_table(count: int, import_s: float, first: PassResult, passes: list[Pas
         print(f"{stage:<24}{best:10.3f}{best / count * 1000:12.2f}")
 
 
+def list_plans(scripts: list[Path], folder: Path, opts: PlanOptions) -> None:
+    """One line per recipe: its slice, and the checks its plan already fails."""
+    from tpu_trainer.app.planning import Request, plan_request
+    from tpu_trainer.plan.plan import Level
+    from tpu_trainer.recipes.resolve import Filters
+
+    for script in scripts:
+        shown = script.relative_to(folder)
+        try:
+            plan = plan_request(Request(str(script), filters=Filters()), opts)
+        except Exception as e:  # a benchmark lists every recipe, the refused ones too
+            print(f"  REFUSED {shown}: {str(e).splitlines()[0]}")
+            continue
+        failed = [f.name for f in plan.findings if f.status is Level.FAIL]
+        note = f"  failing {', '.join(failed)}" if failed else ""
+        print(f"  {shown}: {plan.slice.device_type} x{plan.num_slices}{note}")
+
+
 def time_cli(script: Path) -> list[float]:
-    argv = [str(cli_path()), "plan", str(script.parent), "--json"]
+    argv = [str(cli_path()), "plan", str(script), "--json"]
     print(f"\n$ {shlex.join(argv)}")
     return time_runs(argv, CLI_RUNS)
 
@@ -140,9 +173,15 @@ def main(argv: list[str]) -> int:
     if not scripts:
         print(f"no run_recipe.sh under {args.folder}", file=sys.stderr)
         return 1
-    print(f"recipes: {len(scripts)} run_recipe.sh under {args.folder}")
+    shells = sum(s.name == "run_recipe.sh" for s in scripts)
+    print(
+        f"recipes: {len(scripts)} under {args.folder} ({shells} run_recipe.sh, "
+        f"{len(scripts) - shells} benchmark-runner scripts and READMEs)"
+    )
     import_s = import_library()
     opts = make_options()
+    if args.list:
+        list_plans(scripts, args.folder, opts)
     first = run_pass(scripts, opts)
     report_failures(first.failures)
     failed = {script for script, _ in first.failures}

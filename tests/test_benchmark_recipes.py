@@ -9,11 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, GOLDEN, RECIPES_ROOT, at_recipes_root, check_golden, plan_for
+from conftest import (
+    CONFIG,
+    FIXTURES,
+    GOLDEN,
+    NOW,
+    RECIPES_ROOT,
+    at_recipes_root,
+    check_golden,
+    plan_for,
+)
 from test_scripts import _run_submit
 from tpu_trainer.app.plan_json import plan_json
+from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.catalog.data_file import DataFileError
 from tpu_trainer.errors import InputError, RecipeError
+from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.plan.scripts import render_submit, submitted_argv
 from tpu_trainer.recipes.benchmark_invocation import find_invocation, pinned_revision
 from tpu_trainer.recipes.benchmark_models import find_revision, parse_revisions, revisions
@@ -117,7 +128,9 @@ def test_unknown_model_name_lists_the_nearest_names(tmp_path: Path) -> None:
     assert "llama3_1_8b_8192_no_collective_matmul" in message.split("nearest names there:")[1]
 
 
-def test_a_name_the_pin_lacks_names_the_revisions_that_have_it(tmp_path: Path) -> None:
+def test_a_name_the_pin_lacks_is_planned_where_it_first_appears_and_reported(
+    tmp_path: Path,
+) -> None:
     folder = _copy_fixture(tmp_path, SINGLE)
     script = folder / "llama3-1-8b-1xv6e-16.sh"
     script.write_text(
@@ -125,22 +138,41 @@ def test_a_name_the_pin_lacks_names_the_revisions_that_have_it(tmp_path: Path) -
             "llama3_1_8b_8192_no_collective_matmul", "gemma3_12b_32768_v6e256"
         )
     )
-    with pytest.raises(RecipeError) as info:
-        benchmark_recipe(script, script.read_text())
-    assert "tpu-recipes-v0.1.5" in info.value.fix
-    assert "--var MAXTEXT_REVISION=" in info.value.fix
-    recipe = benchmark_recipe(
+    recipe = benchmark_recipe(script, script.read_text())
+    assert recipe.arg_value("model_name") == "gemma3-12b"
+    [problem] = recipe.problems
+    assert problem.name == "recipe-maxtext-revision"
+    assert "pins MaxText tpu-recipes-v0.1.4" in problem.message
+    assert "planned at tpu-recipes-v0.1.5" in problem.message
+    assert "--var MAXTEXT_REVISION=tpu-recipes-v0.1.5" in problem.fix
+    chosen = benchmark_recipe(
         script, script.read_text(), {"MAXTEXT_REVISION": "tpu-recipes-v0.1.5"}
     )
-    assert dict(a.partition("=")[::2] for a in recipe.program_args)["model_name"] == "gemma3-12b"
+    assert chosen.problems == ()
+    assert chosen.program_args == recipe.program_args
 
 
-def test_subcommand_and_options_are_checked_against_the_pinned_runner(tmp_path: Path) -> None:
+def test_a_missing_subcommand_is_planned_as_the_corrected_command_and_reported(
+    tmp_path: Path,
+) -> None:
     folder = _copy_fixture(tmp_path, SINGLE)
     script = folder / "llama3-1-8b-1xv6e-16.sh"
     text = script.read_text()
-    with pytest.raises(RecipeError, match="takes `xpk` first"):
-        benchmark_recipe(script, text.replace("benchmark_runner xpk", "benchmark_runner"))
+    written = benchmark_recipe(script, text)
+    bare = benchmark_recipe(script, text.replace("benchmark_runner xpk", "benchmark_runner"))
+    [problem] = bare.problems
+    assert problem.name == "recipe-runner-subcommand"
+    assert "takes `xpk` before its options" in problem.message
+    assert "benchmark_runner.py xpk" in problem.fix
+    assert (bare.program_args, bare.xla_flags) == (written.program_args, written.xla_flags)
+    with pytest.raises(RecipeError, match="is not planned"):
+        benchmark_recipe(script, text.replace("benchmark_runner xpk", "benchmark_runner on-device"))
+
+
+def test_options_are_checked_against_the_pinned_runner(tmp_path: Path) -> None:
+    folder = _copy_fixture(tmp_path, SINGLE)
+    script = folder / "llama3-1-8b-1xv6e-16.sh"
+    text = script.read_text()
     with pytest.raises(RecipeError, match="does not plan"):
         benchmark_recipe(
             script, text.replace("--num_slices=1", "--num_slices=1 --use_pathways=true")
@@ -243,8 +275,29 @@ def test_a_trainer_run_as_a_script_is_the_entry_and_other_scripts_are_setup() ->
     assert [s.kind.value for s in setup_first.steps] == ["setup", "entry"]
 
 
-def test_a_name_defined_only_where_the_runner_wants_a_subcommand_says_so(tmp_path: Path) -> None:
+def test_mixtral_8x22b_scripts_plan_at_the_first_revision_with_the_model_and_fail_two_checks(
+    tmp_path: Path,
+) -> None:
+    """The Mixtral-8x22B scripts name `mixtral_8x22b_dropped` with the pre-subcommand runner
+    form and pin 261a8be0, which predates the model: as written the runner refuses them at
+    every revision, so the plan is what the corrected command submits, with both reported."""
     name = "mixtral_8x22b_dropped"
-    error = _refusal(tmp_path, FIRST_FORM, "gpt3-175b-v6e-256.sh", '"gpt_3_175b"', name)
-    assert f"MaxText at e7292a3a has no benchmark model '{name}'" in error.message
-    assert "takes `xpk` first" in error.fix
+    folder = _copy_fixture(tmp_path, FIRST_FORM)
+    script = folder / "gpt3-175b-v6e-256.sh"
+    script.write_text(script.read_text().replace('"gpt_3_175b"', f'"{name}"'))
+    readme = folder / "README.md"
+    pin = "261a8be0fc5e909ef9da0521df62549e650ebb79"
+    readme.write_text(readme.read_text().replace("e7292a3a572792a0d797fc8977b21d0f255729f1", pin))
+    plan = plan_request(
+        Request(str(script), config_path=CONFIG), PlanOptions(user="test_user", now=NOW)
+    )
+    assert plan.recipe.arg_value("model_name") == "mixtral-8x22b"
+    revision = plan.recipe.variable("MAXTEXT_REVISION")
+    assert revision is not None
+    assert revision.template == "0bba3cf961abdce3ab94becb77888f9f53938181"
+    failed = {f.name: f for f in plan.findings if f.status.value == "fail"}
+    assert set(failed) == {"recipe-maxtext-revision", "recipe-runner-subcommand"}
+    assert "pins MaxText 261a8be0 (2024-11-21)" in failed["recipe-maxtext-revision"].message
+    assert "planned at 0bba3cf9 (2025-02-12)" in failed["recipe-maxtext-revision"].message
+    assert "--var MAXTEXT_REVISION=0bba3cf9" in failed["recipe-maxtext-revision"].fix
+    assert "benchmark_runner.py xpk" in failed["recipe-runner-subcommand"].fix

@@ -141,7 +141,15 @@ _SUBMIT = (
         (_SUBMIT.replace("--compute-type tpu7x ", ""), "has no --compute-type"),
         ("echo hi\n", "no `gcluster job submit` command found"),
         ("xpk workload create --device-type=tpu7x-8\n" + _SUBMIT, "`xpk` in a Cluster Toolkit"),
-        ("X=$(id)\n" + _SUBMIT, "command substitution in X"),
+        ("X=$(id)\n" + _SUBMIT.replace("steps=1", "steps=${X}"), "command substitution in X"),
+        ('X="${!Y}"\n' + _SUBMIT.replace("steps=1", "steps=${X}"), "indirect expansion ${!Y}"),
+        ("for v in A B; do echo $v; done\n" + _SUBMIT, "a `for` loop is read only when"),
+        (_SUBMIT + "for v in A B; do\n  if [[ -z ${!v} ]]; then exit 1; fi\n", "without `done`"),
+        (
+            _SUBMIT.replace('"python3', '"bash -c \\"python3').replace('=1"', '=\\$HOME\\""'),
+            "`bash -c` script whose references",
+        ),
+        (_SUBMIT.replace("=1", "=1 > out.txt"), "output is redirected to a file"),
     ],
 )
 def test_refusals_say_what_to_do(text: str, message: str) -> None:

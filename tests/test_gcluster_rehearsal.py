@@ -58,7 +58,11 @@ def test_a_cluster_toolkit_recipe_rehearses_end_to_end_and_leaves_nothing(
     calls = _gcluster_calls(state_path)
     assert [c[:3] for c in calls] == [["gcluster", "job", "submit"], ["gcluster", "job", "cancel"]]
     assert "--location=us-central1-c" in calls[0]  # the node pool's zone, found by failover
-    assert not [c for c in recorded_calls(state_path) if c[:3] == ["xpk", "workload", "create"]]
+    # a Cluster Toolkit user has no xpk: the tool configures Kueue itself, without xpk cluster
+    # adapt, before gcluster (which would stop at its LocalQueue prompt) submits
+    assert not [c for c in recorded_calls(state_path) if c[0] == "xpk"]
+    assert "configure" in out and "repairing: LocalQueue multislice-queue" in out
+    assert "repairing: ConfigMap" not in out  # xpk's resources configmap: gcluster reads none
     state = read_state(state_path)
     assert sorted(state["node_pools"]) == ["default-pool"]
     assert state["workloads"] == {}

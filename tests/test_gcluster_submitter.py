@@ -5,6 +5,7 @@ gcluster may make for itself recorded like everything the run makes."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,10 @@ import pytest
 
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.fakecloud import gcluster as fake_gcluster
+from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud.initial import initial_state
+from tpu_trainer.fakecloud.kueue_admission import blocker
+from tpu_trainer.fakecloud.kueue_workloads import kueue_workload_json
 from tpu_trainer.fakecloud.scenario import load_scenario
 from tpu_trainer.fakecloud.state import STATE_ENV, read_state, write_state
 from tpu_trainer.fakecloud.workloads import jobset_json, pods
@@ -126,6 +130,7 @@ def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "state.json"
     state = initial_state(load_scenario(SCENARIO))
     state["resource_policies"] = {}
+    k8s.put(state, k8s.local_queue())  # what the tool's configure stage applies
     write_state(path, state)
     monkeypatch.setenv(STATE_ENV, str(path))
     return path
@@ -174,6 +179,42 @@ def test_a_line_gcluster_would_refuse_fails_and_changes_nothing(
     assert code == 1
     assert problem in err
     assert read_state(cloud)["workloads"] == before
+
+
+def test_without_its_local_queue_submit_stops_at_gclusters_prompt_on_a_closed_stdin(
+    cloud: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gcluster offers to create a missing LocalQueue only at a yes/no prompt: with no terminal
+    (the tool runs it with standard input closed) it ends with EOF and submits nothing."""
+    state = read_state(cloud)
+    state["k8s"].pop(k8s.key(k8s.KINDS[2], k8s.LOCAL_QUEUE, "default"))
+    write_state(cloud, state)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code, out, err = _gcluster(SUBMIT, capsys)
+    assert code == 1
+    assert "LocalQueue 'multislice-queue' does not exist. Do you want gcluster to create" in out
+    assert err.endswith(": EOF\n")
+    assert read_state(cloud)["workloads"] == {}
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    code, _, err = _gcluster(SUBMIT, capsys)
+    assert code == 1
+    assert "user declined to create default queues" in err
+
+
+def test_kueue_names_a_gcluster_jobsets_pod_set_main_job(
+    cloud: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _gcluster(SUBMIT, capsys)[0] == 0
+    state = read_state(cloud)
+    wl = state["workloads"][NAME]
+    reason, message = blocker(state, wl) or ("", "")
+    assert reason == "Inadmissible"  # the failover scenario has no ClusterQueue yet
+    k8s.put(state, k8s.resource_flavor("1xv6e-256", "tpu-v6e-slice", "16x16"))
+    k8s.put(state, k8s.cluster_queue({"1xv6e-256": 256}))  # a flavor for another slice
+    reason, message = blocker(state, wl) or ("", "")
+    assert message.startswith("couldn't assign flavors to pod set main-job: ")
+    workload = kueue_workload_json(state, wl)
+    assert workload["spec"]["podSets"][0]["name"] == "main-job"
 
 
 @pytest.mark.usefixtures("cloud")

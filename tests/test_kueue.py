@@ -474,7 +474,7 @@ def test_findings_when_nothing_exists() -> None:
     )
     assert [f.message for f in findings] == [
         "ResourceFlavor 1xtpu7x-256 does not exist: Kueue cannot admit 1 × tpu7x-4x4x8",
-        "ClusterQueue cluster-queue does not exist (xpk submits through it)",
+        "ClusterQueue cluster-queue does not exist (workloads are submitted through it)",
         "ConfigMap c-resources-configmap does not exist in namespace default: xpk reads "
         "tpu7x-256 from it (32 = 32 hosts × 1 slice(s))",
     ]

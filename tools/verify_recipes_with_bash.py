@@ -15,8 +15,11 @@ checks that reading against the real thing. For every ``run_recipe.sh`` under a 
    gcluster (``job submit``): every ``--flag[=value]``, the device type (gcluster's
    ``--compute-type`` with ``--topology``), and the ``--command`` string, which it splits as the
    pod's shell would
-   (``shlex`` in POSIX mode with operators as separate tokens) to find the value of
-   ``LIBTPU_INIT_ARGS`` and the arguments after ``python3 [-u] -m <module> <base>.yml``;
+   (``shlex`` in POSIX mode with operators as separate tokens; a command that is only
+   ``bash -c '<script>'`` is split once more, as the inner bash reads its script) to find the
+   value of ``LIBTPU_INIT_ARGS`` and every training program, ``python3 [-u] -m <module>
+   <base>.yml`` or ``python3 [-u] <dir>/train.py <base>.yml``, with its arguments (both branches
+   of an ``if``/``else`` that picks one);
 3. fills the reader's symbolic ``${NAME}`` references with the values of the variables xpk
    saw exported (names it did not see, like ``${TPU_WORKER_ID}``, stay as they are) and
    compares XLA flags and program arguments (in order), the entry module and base config,
@@ -27,6 +30,10 @@ checks that reading against the real thing. For every ``run_recipe.sh`` under a 
 
 ``<your-gcs-bucket-path>``-style placeholders are kept literal on both sides: the author means
 "fill this in", even though a real pod's shell would read the ``<`` as a redirection.
+
+A recipe that takes a value from the user's environment and checks it before it submits
+(``export PROJECT_ID="${PROJECT_ID:-}"``, then a ``for`` loop over the names) is given
+``gs://filled-<NAME>`` for each such variable.
 
 The recipes ship with ``export PROJECT_ID=""`` and the like, so by default most references
 expand to the empty string on both sides and a misplaced one would go unnoticed.
@@ -65,8 +72,9 @@ from tpu_trainer.recipes.cluster_toolkit import (  # noqa: E402
     looks_like_cluster_toolkit,
     parse_cluster_toolkit_recipe,
 )
+from tpu_trainer.recipes.pod_steps import entry_point  # noqa: E402
 from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
-from tpu_trainer.recipes.recipe import Recipe, gcluster_device_type  # noqa: E402
+from tpu_trainer.recipes.recipe import Recipe, StepKind, gcluster_device_type  # noqa: E402
 from verify_runner_with_bash import check_runner_recipe, make_bin, runner_recipes  # noqa: E402
 from verify_views import Flag, View, differences  # noqa: E402
 
@@ -82,6 +90,9 @@ _PUNCTUATION = frozenset("();<>|&")
 _PYTHON = re.compile(r"(?:.*/)?python3?(?:\.\d+)?")
 _YAML = re.compile(r"\.ya?ml$")
 _EMPTY_EXPORT = re.compile(r'^(\s*export\s+)([A-Za-z_][A-Za-z0-9_]*)=""', re.MULTILINE)
+_LEFT_TO_USER = re.compile(r'^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)="\$\{\1:-\}"', re.MULTILINE)
+"""``export NAME="${NAME:-}"``: a value the recipe takes from the user's environment (and
+checks before it submits), so bash is given one: ``gs://filled-NAME``."""
 
 _XPK_STAND_IN = """\
 #!{python}
@@ -170,6 +181,7 @@ def run_in_bash(script: Path, sandbox: Sandbox, work: Path, args: tuple[str, ...
     copy.write_text(text, encoding="utf-8")
     capture = work / "xpk-calls.jsonl"
     env = {
+        **{name: f"gs://filled-{name}" for name in _LEFT_TO_USER.findall(text)},
         "PATH": f"{sandbox.bin_dir}:/usr/bin:/bin",
         "HOME": str(sandbox.home),
         "USER": TEST_USER,
@@ -255,22 +267,43 @@ def is_operator(token: str) -> bool:
     return bool(token) and set(token) <= _PUNCTUATION
 
 
-def find_entry(tokens: list[str]) -> tuple[str, str, list[str]]:
-    """Module, base config and arguments of ``python3 -m <module> <base>.yml <args...>``."""
+def find_entries(tokens: list[str]) -> list[tuple[str, str, list[str]]]:
+    """Module (or script), base config and arguments of every ``python3 [-u] -m <module>
+    <base>.yml <args...>`` and ``python3 [-u] <dir>/train.py <base>.yml <args...>``; the
+    arguments end at an operator or a redirection (``2>&1``)."""
+    found: list[tuple[str, str, list[str]]] = []
     for i, tok in enumerate(tokens):
-        window = tokens[i : i + 4]
-        if window[1:2] == ["-u"]:
-            window = [tok, *tokens[i + 2 : i + 5]]
-        if len(window) == 4 and _PYTHON.fullmatch(tok) and window[1] == "-m":
-            if not _YAML.search(window[3]):
-                continue
-            args: list[str] = []
-            for arg in tokens[i + 4 + (tokens[i + 1] == "-u") :]:
-                if is_operator(arg):
-                    break
-                args.append(arg)
-            return window[2], window[3], args
-    raise HarnessError("no `python3 -m <module> <base>.yml` in --command")
+        if not _PYTHON.fullmatch(tok):
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j] == "-u":
+            j += 1
+        if tokens[j : j + 1] == ["-m"]:
+            j += 1
+        elif not "".join(tokens[j : j + 1]).endswith("/train.py"):
+            continue
+        if j + 1 >= len(tokens) or not _YAML.search(tokens[j + 1]):
+            continue
+        args: list[str] = []
+        for k in range(j + 2, len(tokens)):
+            arg = tokens[k]
+            redirect = arg.isdigit() and tokens[k + 1 : k + 2] in ([">&"], [">"], [">>"])
+            if is_operator(arg) or redirect:
+                break
+            args.append(arg)
+        found.append((tokens[j], tokens[j + 1], args))
+    if not found:
+        raise HarnessError("no `python3 -m <module> <base>.yml` in --command")
+    return found
+
+
+def pod_tokens(command: str) -> list[str]:
+    """The pod command's words; a command that is only ``bash -c '<script>'`` is its script
+    (the pod runs the command with bash already)."""
+    tokens = split_pod_command(command)
+    if len(tokens) == 3 and tokens[0] in ("bash", "/bin/bash") and tokens[1] == "-c":
+        return split_pod_command(tokens[2])
+    return tokens
 
 
 def bash_view(call: XpkCall) -> View:
@@ -278,13 +311,14 @@ def bash_view(call: XpkCall) -> View:
     commands = [value for name, value in flags if name == "--command"]
     if len(commands) != 1 or commands[0] is None:
         raise HarnessError(f"expected one --command=..., found {len(commands)}")
-    tokens = split_pod_command(commands[0])
+    tokens = pod_tokens(commands[0])
     xla: list[str] = []
     for tok in tokens:
         if tok.startswith("LIBTPU_INIT_ARGS="):
             xla = tok.partition("=")[2].split()
             break
-    module, base, args = find_entry(tokens)
+    entries = find_entries(tokens)
+    module, base, args = entries[-1]
     devices = [v for n, v in flags if n in ("--device-type", "--tpu-type")]
     compute = dict(flags).get("--compute-type")
     if not devices and compute is not None:
@@ -296,6 +330,7 @@ def bash_view(call: XpkCall) -> View:
         module=module,
         base_config=base,
         program_args=args,
+        entries=tuple((m, b, tuple(a)) for m, b, a in entries),
     )
 
 
@@ -314,6 +349,7 @@ def reader_view(recipe: Recipe, env: dict[str, str]) -> View:
         if f.name != "--command"
     )
     base = recipe.entry.base_config
+    entries = [entry_point(s.words) for s in recipe.steps if s.kind is StepKind.ENTRY]
     return View(
         device_type=expand(recipe.device_type, env),
         flags=flags,
@@ -321,6 +357,14 @@ def reader_view(recipe: Recipe, env: dict[str, str]) -> View:
         module=expand(recipe.entry.module, env),
         base_config=None if base is None else expand(base, env),
         program_args=[expand(a, env) for a in recipe.program_args],
+        entries=tuple(
+            (
+                expand(e.module, env),
+                None if e.base_config is None else expand(e.base_config, env),
+                tuple(expand(w.render(), env) for w in e.args),
+            )
+            for e in entries
+        ),
     )
 
 

@@ -148,6 +148,8 @@ def check_runner_recipe(
     try:
         recipe = benchmark_recipe(path, text)
         outcome = f"reads as {recipe.arg_value('model_name')} on {recipe.device_type}"
+        if recipe.problems:
+            outcome += ", failing " + ", ".join(p.name for p in recipe.problems)
     except TpuTrainerError as e:
         outcome = f"refused: {e}".splitlines()[0]
     return True, f"OK {shown} ({len(by_bash[1])} runner options; {outcome})"

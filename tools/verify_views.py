@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 Flag = tuple[str, str | None]
+Entry = tuple[str, str | None, tuple[str, ...]]
+"""One training program of the pod command: module (or script), base config, arguments."""
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,8 @@ class View:
     module: str | None
     base_config: str | None
     program_args: list[str]
+    entries: tuple[Entry, ...] = ()
+    """Every training program, in order: more than one when an ``if``/``else`` picks it."""
 
 
 def _at(items: list[str], index: int) -> str:
@@ -50,6 +54,9 @@ def differences(reader: View, bash: View) -> list[str]:
         list_difference("xla_flags", reader.xla_flags, bash.xla_flags),
         list_difference("program_args", reader.program_args, bash.program_args),
         flag_difference(reader.flags, bash.flags),
+        None
+        if reader.entries == bash.entries
+        else f"entries reader={list(reader.entries)!r} bash={list(bash.entries)!r}",
     ]
     for label, r, b in (
         ("device_type", reader.device_type, bash.device_type),

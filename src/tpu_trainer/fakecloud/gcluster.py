@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud import workloads as wls
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit, run_tool
 from tpu_trainer.fakecloud.state import FAKE_NOW, State
@@ -78,6 +79,7 @@ def submit(g: Gcluster, state: State) -> None:
         s = Slice.parse(device)
     except TpuTrainerError:
         g.fail(f"unsupported compute type {g.arg('compute-type')!r} for topology {device!r}")
+    _local_queue(g, state)
     made = new_workload_policy(state, s)
     if made is not None:
         g.info(f"Created workload policy '{made}' for topology {s.topology_name}")
@@ -101,6 +103,31 @@ def submit(g: Gcluster, state: State) -> None:
         f"?project={g.arg('project')}"
     )
     g.info("gcluster job submit workflow completed.")
+
+
+def _local_queue(g: Gcluster, state: State) -> None:
+    """configureClusterEnvironment: the ``--queue`` LocalQueue (gcluster's default
+    ``multislice-queue`` when none is named and the cluster has none) must exist; when it does
+    not, gcluster asks at a yes/no prompt whether to create default queues, and a standard input
+    at its end (no terminal) ends it with ``EOF``. The default queues a yes would create are not
+    simulated."""
+    queue = g.arg("queue") or k8s.LOCAL_QUEUE
+    g.info(f"Using provided Kueue LocalQueue: {queue}")
+    if k8s.get(state, k8s.KINDS[2], queue) is not None:
+        return
+    g.answer.out(
+        f"LocalQueue '{queue}' does not exist. Do you want gcluster to create default Kueue "
+        "resources (ClusterQueue and LocalQueue) with calculated cluster capacity? [Y/n]: "
+    )
+    reply = sys.stdin.readline()
+    if not reply:
+        raise ToolExit(f"{FAKE_NOW}: EOF\n", 1)
+    if reply.strip().lower() in ("n", "no"):
+        g.fail(
+            f"LocalQueue '{queue}' does not exist and user declined to create default queues. "
+            "Please create one manually or specify an existing queue using --queue flag"
+        )
+    g.fail("fake gcluster: creating gcluster's default Kueue queues is not simulated")
 
 
 def cancel(g: Gcluster, state: State) -> None:

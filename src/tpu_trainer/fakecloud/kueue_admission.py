@@ -4,7 +4,8 @@ The reasons and messages are Kueue's own, with its default feature gates (the gr
 ``UnadmittedWorkloadsObservability`` reasons off): the workload controller's ``Inadmissible``
 for a missing LocalQueue or ClusterQueue, the scheduler's ``Pending`` with the flavor
 assigner's message (``couldn't assign flavors to pod set <name>: ...``, its reasons sorted and
-joined by ``, ``) otherwise. The pod set of an xpk JobSet is its replicated job, ``slice-job``.
+joined by ``, ``) otherwise. Kueue names a JobSet's pod set after its replicated job: xpk's
+``slice-job``, gcluster's ``main-job`` (:mod:`jobset_shape`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud.jobset_shape import SHAPES
 from tpu_trainer.fakecloud.state import State
 
-POD_SET = "slice-job"
+
+def pod_set(wl: dict[str, Any]) -> str:
+    """The pod set Kueue makes for the workload's JobSet: its replicated job."""
+    return SHAPES[str(wl.get("submitter") or "xpk")].replicated_job
 
 
 def _tpu_group(queue: dict[str, Any]) -> dict[str, Any] | None:
@@ -27,8 +32,11 @@ def _listed_flavors(queue: dict[str, Any]) -> list[str]:
     return [str(f.get("name")) for g in groups for f in g.get("flavors") or []]
 
 
-def _no_fit(*reasons: str) -> tuple[str, str]:
-    return "Pending", f"couldn't assign flavors to pod set {POD_SET}: {', '.join(sorted(reasons))}"
+def _no_fit(wl: dict[str, Any], *reasons: str) -> tuple[str, str]:
+    return (
+        "Pending",
+        f"couldn't assign flavors to pod set {pod_set(wl)}: {', '.join(sorted(reasons))}",
+    )
 
 
 def blocker(state: State, wl: dict[str, Any]) -> tuple[str, str] | None:
@@ -44,21 +52,23 @@ def blocker(state: State, wl: dict[str, Any]) -> tuple[str, str] | None:
         return "Pending", f"ClusterQueue {k8s.CLUSTER_QUEUE} is inactive"  # a flavor is missing
     group = _tpu_group(queue)
     if group is None:
-        return _no_fit(f"resource {k8s.TPU_RESOURCE} unavailable in ClusterQueue")
+        return _no_fit(wl, f"resource {k8s.TPU_RESOURCE} unavailable in ClusterQueue")
     names = [str(f.get("name")) for f in group.get("flavors") or []]
     if flavor not in names:
-        return _no_fit(*(f"flavor {name} doesn't match node affinity" for name in names))
+        return _no_fit(wl, *(f"flavor {name} doesn't match node affinity" for name in names))
     quota = k8s.flavor_quota(state, flavor) or 0
     if quota < needed:
         return _no_fit(
+            wl,
             f"insufficient quota for {k8s.TPU_RESOURCE} in flavor {flavor}, previously "
             f"considered podsets requests (0) + current podset request ({needed}) > maximum "
-            f"capacity ({quota})"
+            f"capacity ({quota})",
         )
     free = quota - int((state.get("kueue_in_use") or {}).get(flavor, 0))
     if free < needed:
         return _no_fit(
+            wl,
             f"insufficient unused quota for {k8s.TPU_RESOURCE} in flavor {flavor}, "
-            f"{needed - max(free, 0)} more needed"
+            f"{needed - max(free, 0)} more needed",
         )
     return None

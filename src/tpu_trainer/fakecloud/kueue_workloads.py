@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpu_trainer.fakecloud import k8s
-from tpu_trainer.fakecloud.kueue_admission import POD_SET, blocker
+from tpu_trainer.fakecloud.kueue_admission import blocker, pod_set
 from tpu_trainer.fakecloud.state import FAKE_NOW, State
 from tpu_trainer.fakecloud.workloads import jobset_uid, name_suffix
 
@@ -46,7 +46,7 @@ def kueue_workload_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
         flavor = f"{wl['num_slices']}x{wl['device']}"
         status["admission"] = {
             "clusterQueue": k8s.CLUSTER_QUEUE,
-            "podSetAssignments": [{"name": POD_SET, "flavors": {k8s.TPU_RESOURCE: flavor}}],
+            "podSetAssignments": [{"name": pod_set(wl), "flavors": {k8s.TPU_RESOURCE: flavor}}],
         }
     uid = jobset_uid(wl["name"])
     return {
@@ -70,7 +70,7 @@ def kueue_workload_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
         },
         "spec": {
             "queueName": k8s.LOCAL_QUEUE,
-            "podSets": [{"name": POD_SET, "count": wl["hosts"] * wl["num_slices"]}],
+            "podSets": [{"name": pod_set(wl), "count": wl["hosts"] * wl["num_slices"]}],
         },
         "status": status,
     }

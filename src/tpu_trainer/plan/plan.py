@@ -384,6 +384,10 @@ def build_plan(
             )
         )
     findings += _folder_findings(folder, slice_)
+    findings += [
+        Finding(p.name, Level.FAIL, f"{recipe.source}:{p.line}: {p.message}", p.fix)
+        for p in recipe.problems
+    ]
     num_slices = opts.num_slices or recipe.num_slices
     limit = GCLUSTER_NAME_MAX if recipe.submitter == "gcluster" else WORKLOAD_NAME_MAX
     name = workload_name(opts.user, model, opts.now, limit)

@@ -11,16 +11,17 @@ from tpu_trainer.errors import InputError
 from tpu_trainer.plan.naming import GCLUSTER_NAME_MAX, TIMESTAMP_FORMAT, WORKLOAD_NAME_MAX
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.submit_values import is_secret_name
+from tpu_trainer.recipes.pod_steps import entry_point
 from tpu_trainer.recipes.recipe import CommandStep, StepKind
+from tpu_trainer.recipes.shell_quote import dq_escape, quote_for_shell
 from tpu_trainer.recipes.shell_words import (
     Lit,
     Placeholder,
     Quote,
+    Redir,
     Ref,
     Var,
     Word,
-    dq_escape,
-    quote_for_shell,
     render_part,
 )
 
@@ -54,6 +55,8 @@ def pod_word(word: Word) -> str:
         elif isinstance(part, Var):
             text = dq_escape(render_part(part))
             out.append(f'\\"{text}\\"' if part.quote is Quote.DOUBLE else text)
+        elif isinstance(part, Redir):
+            out.append(dq_escape(part.text))
         elif isinstance(part, Placeholder):
             raise InputError(
                 f"placeholder <{part.name}> left in the command",
@@ -69,8 +72,9 @@ def pod_word(word: Word) -> str:
 
 def _step_text(step: CommandStep, plan: Plan) -> str:
     if step.kind is StepKind.ENTRY:
-        entry = plan.recipe.entry
-        words = [f"{k}={pod_word(_literal(v))}" for k, v in entry.env]
+        entry = entry_point(step.words)  # each branch of an `if` keeps its own entry point
+        words = [pod_word(_literal(w)) for w in entry.lead]
+        words += [f"{k}={pod_word(_literal(v))}" for k, v in entry.env]
         run = ["-m"] if not entry.module.endswith(".py") else []  # `python3 MaxText/train.py`
         words += [pod_word(_literal(entry.interpreter))]
         words += [pod_word(_literal(o)) for o in entry.options]
@@ -78,6 +82,7 @@ def _step_text(step: CommandStep, plan: Plan) -> str:
         if entry.base_config:
             words.append(pod_word(_literal(entry.base_config)))
         words.append("${" + plan.args_variable + "}")
+        words += [dq_escape(r) for r in entry.redirects]
         return " ".join(words)
     texts = []
     for word in step.words:

@@ -17,7 +17,8 @@ from tpu_trainer.errors import InputError
 from tpu_trainer.infra.redact import SECRET_ENV_VARS
 from tpu_trainer.plan.plan_values import Finding, Level, Variable
 from tpu_trainer.recipes.recipe import Recipe, StepKind
-from tpu_trainer.recipes.shell_words import SHELL_SPECIAL, Ref, Word
+from tpu_trainer.recipes.shell_quote import SHELL_SPECIAL
+from tpu_trainer.recipes.shell_words import Ref, Word
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:=,+@%^-]*$")

@@ -70,6 +70,8 @@ class Revision:
     key: str
     """As the recipes pin it: a tag (``tpu-recipes-v0.1.4``) or a full commit."""
     commit: str
+    date: str
+    """The commit's day (``YYYY-MM-DD``): which revision came first."""
     subcommand: str
     """``xpk`` when the runner takes a subcommand first, else empty."""
     options: frozenset[str]
@@ -124,6 +126,7 @@ def _revision(key: str, raw: Mapping[str, object]) -> Revision:
     return Revision(
         key=key,
         commit=text(where, raw, "commit"),
+        date=text(where, raw, "date"),
         subcommand=text(where + ".runner", runner, "subcommand", empty=True),
         options=frozenset(strings(where + ".runner", runner, "options")),
         defaults=RunnerDefaults(
@@ -173,6 +176,15 @@ def find_revision(pin: str) -> Revision | None:
 
 def known_revisions() -> str:
     return ", ".join(r.short for r in revisions().values())
+
+
+def first_defining(name: str, since: Revision) -> Revision | None:
+    """The earliest shipped revision, from ``since``'s day on, whose runner knows ``name``
+    (the earliest of all when every one is older); None when none does."""
+    defining = sorted((r for r in revisions().values() if name in r.models), key=lambda r: r.date)
+    later = [r for r in defining if r.date >= since.date]
+    found = later or defining
+    return found[0] if found else None
 
 
 def find_model(revision: Revision, name: str, source: str, subcommand: str = "") -> BenchmarkModel:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tpu_trainer.errors import RecipeError
 from tpu_trainer.recipes.benchmark_invocation import (
+    RUNNER_SCRIPT,
     Invocation,
     OptionValue,
     find_invocation,
@@ -29,11 +30,12 @@ from tpu_trainer.recipes.benchmark_models import (
     Revision,
     find_model,
     find_revision,
+    first_defining,
     known_revisions,
 )
 from tpu_trainer.recipes.reader import parse_recipe
-from tpu_trainer.recipes.recipe import Recipe
-from tpu_trainer.recipes.shell_words import dq_escape
+from tpu_trainer.recipes.recipe import Recipe, RecipeProblem
+from tpu_trainer.recipes.shell_quote import dq_escape
 
 README = "README.md"
 REVISION_VARIABLE = "MAXTEXT_REVISION"
@@ -45,6 +47,7 @@ _READ = frozenset(
     {"device_type", "num_slices", "num_steps", "priority", "max_restarts", "libtpu_version"}
     | {"libtpu_type", "base_docker_image"}
 )
+_XPK = "xpk"
 _IMAGE_LIBTPU = "maxtext-docker"
 _NIGHTLY_LIBTPU = "nightly-libtpu"
 
@@ -87,14 +90,6 @@ def _revision(ctx: _Context, variables: Mapping[str, str]) -> Revision:
 
 
 def _check_options(call: Invocation, revision: Revision) -> None:
-    if call.subcommand != revision.subcommand:
-        said = f"`{call.subcommand}`" if call.subcommand else "no subcommand"
-        wanted = f"`{revision.subcommand}` first" if revision.subcommand else "no subcommand"
-        raise RecipeError(
-            f"{call.source}:{call.line}: the command gives {said}; benchmark_runner at "
-            f"MaxText {revision.short} takes {wanted}",
-            fix="fix the command for its pinned revision (the runner would refuse it)",
-        )
     for name, value in call.options.items():
         if name not in revision.options:
             raise RecipeError(
@@ -108,6 +103,63 @@ def _check_options(call: Invocation, revision: Revision) -> None:
                 "does not plan (Pathways, storage and on-device runs are not supported)",
                 fix=f"remove --{name} to plan a plain xpk run",
             )
+
+
+def _subcommand_problems(call: Invocation, revision: Revision) -> list[RecipeProblem]:
+    """A missing (or surplus) ``xpk`` subcommand: the runner would stop on the command line
+    (argparse: unrecognized arguments); the plan is what the command with it right submits."""
+    if call.subcommand == revision.subcommand:
+        return []
+    if call.subcommand not in ("", _XPK):
+        raise RecipeError(
+            f"{call.source}:{call.line}: benchmark_runner `{call.subcommand}` is not planned "
+            "(on-device and Pathways runs are not supported)",
+            fix=f"run the `{_XPK}` runner",
+        )
+    runner = f"benchmark_runner at MaxText {revision.short}"
+    if revision.subcommand:
+        message = (
+            f"the command gives no subcommand; {runner} takes `{revision.subcommand}` before "
+            "its options, so as written it stops with `unrecognized arguments`"
+        )
+        fix = f"write `{RUNNER_SCRIPT} {revision.subcommand} --project=...` in the recipe"
+    else:
+        message = (
+            f"the command gives `{call.subcommand}`; {runner} takes no subcommand, so as "
+            "written it stops with `unrecognized arguments`"
+        )
+        fix = f"remove `{call.subcommand}` after the runner in the recipe"
+    return [
+        RecipeProblem(
+            "recipe-runner-subcommand",
+            message + "; planned as the corrected command would submit it",
+            fix + " (or pass --skip-check recipe-runner-subcommand to run the plan as it is)",
+            call.line,
+        )
+    ]
+
+
+def _planned_revision(
+    pinned: Revision, name: OptionValue, explicit: bool
+) -> tuple[Revision, list[RecipeProblem]]:
+    """The revision to plan at: the pinned one, or, when its runner does not know the model,
+    the first shipped revision that does (reported: as written the runner refuses the name).
+    A revision given with ``--var MAXTEXT_REVISION`` is taken as it is."""
+    if explicit or name.text in pinned.models:
+        return pinned, []
+    chosen = first_defining(name.text, pinned)
+    if chosen is None:
+        return pinned, []  # find_model says which names exist
+    problem = RecipeProblem(
+        "recipe-maxtext-revision",
+        f"the recipe pins MaxText {pinned.short} ({pinned.date}), whose benchmark runner has "
+        f"no model '{name.text}' and refuses the command; planned at {chosen.short} "
+        f"({chosen.date}), the first revision that defines it",
+        f"pin that revision in the recipe's README (`git checkout {chosen.commit[:9]}`), or "
+        f"pass --var {REVISION_VARIABLE}={chosen.short}",
+        name.line,
+    )
+    return chosen, [problem]
 
 
 def _option(call: Invocation, name: str, default: object) -> str:
@@ -184,11 +236,15 @@ def benchmark_recipe(script: Path, text: str, variables: Mapping[str, str] | Non
     readme, readme_name = _readme_for(script)
     ctx = _Context(str(script), readme, readme_name)
     call = find_invocation(text, ctx.source, markdown=script.suffix.lower() == ".md")
-    revision = _revision(ctx, variables or {})
-    _check_options(call, revision)
+    given = variables or {}
     name_value = call.options.get("model_name")
     if name_value is None:
         raise RecipeError(f"{ctx.source}:{call.line}: no --model_name", fix="add --model_name")
+    revision, problems = _planned_revision(
+        _revision(ctx, given), name_value, bool(given.get(REVISION_VARIABLE))
+    )
+    problems += _subcommand_problems(call, revision)
+    _check_options(call, revision)
     model = find_model(
         revision, name_value.text, f"{ctx.source}:{name_value.line}", call.subcommand
     )
@@ -226,4 +282,5 @@ def benchmark_recipe(script: Path, text: str, variables: Mapping[str, str] | Non
         recipe,
         variables=tuple(replace(v, line=call.line) for v in recipe.variables),
         xpk_flags=tuple(replace(f, line=call.line) for f in recipe.xpk_flags),
+        problems=tuple(problems),
     )

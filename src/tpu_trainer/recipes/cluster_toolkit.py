@@ -117,6 +117,9 @@ class _ClusterToolkitReader(_Reader):
         if split is not None and split[0] in _IGNORED:
             return
         if split is not None and (default := _default_of(split[1], split[0])) is not None:
+            earlier = self.assigned.get(split[0])
+            if earlier is not None and (earlier.computed or earlier.value.render()):
+                return  # `${NAME:-d}` after the script set NAME: it keeps that value
             word = Word((Lit(split[0] + "="), *default.parts), word.line)
         if split is not None and split[0] == "WORKLOAD_NAME":
             exported = True  # `NAME=$(...)` then `export NAME`: the tool computes it anyway

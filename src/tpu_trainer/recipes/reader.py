@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tpu_trainer.errors import RecipeError
 from tpu_trainer.recipes.pod_steps import assignment as _assignment
+from tpu_trainer.recipes.pod_steps import bash_c_script, entry_alternatives, script_text
 from tpu_trainer.recipes.pod_steps import entry_point as _entry_point
 from tpu_trainer.recipes.pod_steps import framework_of as _framework
 from tpu_trainer.recipes.pod_steps import step_kind as _step_kind
@@ -26,6 +27,8 @@ from tpu_trainer.recipes.recipe import (
     StepKind,
     XpkFlag,
 )
+from tpu_trainer.recipes.script_blocks import skip_check_loop, skip_if_block
+from tpu_trainer.recipes.shell_quote import pod_quote_state, pod_text_problem
 from tpu_trainer.recipes.shell_words import (
     REF_CLOSE,
     REF_OPEN,
@@ -33,13 +36,12 @@ from tpu_trainer.recipes.shell_words import (
     Lit,
     Op,
     Placeholder,
+    Redir,
     Ref,
     ShellSyntaxError,
     Token,
     Var,
     Word,
-    pod_quote_state,
-    pod_text_problem,
     split_commands,
     tokenize,
 )
@@ -65,6 +67,9 @@ class _Assigned:
     value: Word
     exported: bool
     line: int
+    computed: bool = False
+    """Set by a command substitution: never inlined (only WORKLOAD_NAME, which the tool
+    computes itself, may be built from it)."""
 
 
 class _Reader:
@@ -114,7 +119,10 @@ class _Reader:
         while i < len(tokens):
             tok = tokens[i]
             if isinstance(tok, Word) and not current and tok.literal == "if":
-                i = self.skip_if_block(tokens, i)
+                i = skip_if_block(tokens, i, self.fail)
+                continue
+            if isinstance(tok, Word) and not current and tok.literal == "for":
+                i = skip_check_loop(tokens, i, self.fail)
                 continue
             if isinstance(tok, Op):
                 if tok.text in ("\n", ";"):
@@ -131,30 +139,6 @@ class _Reader:
         if current:
             out.append((current, current[0].line))
         return out
-
-    def skip_if_block(self, tokens: list[Token], start: int) -> int:
-        depth = 0
-        at_command_start = True
-        for j in range(start, len(tokens)):
-            tok = tokens[j]
-            if isinstance(tok, Op):
-                at_command_start = tok.text in ("\n", ";", "&&", "||", "|")
-                continue
-            word = tok.literal
-            if at_command_start and word in ("if", "fi", "then", "else", "!"):
-                if word == "if":
-                    depth += 1
-                elif word == "fi":
-                    depth -= 1
-                    if depth == 0:
-                        return j + 1
-                at_command_start = word != "fi"
-                continue
-            if at_command_start and word in ("xpk", "python", "python3"):
-                raise self.fail(f"`{word}` inside an if block is not supported", tok.line)
-            at_command_start = False
-        first = tokens[start]
-        raise self.fail("`if` without `fi`", first.line if isinstance(first, Word) else 0)
 
     def statement(self, words: list[Word], line: int) -> None:
         head = words[0].literal
@@ -197,7 +181,10 @@ class _Reader:
         computed = any(
             isinstance(p, CmdSub) or (isinstance(p, Var) and "$(" in p.pattern) for p in value.parts
         )
-        if computed and not (exported and name in _TOOL_COMPUTED):
+        if computed and not exported:
+            self.assigned[name] = _Assigned(value, exported, word.line, computed=True)
+            return  # refused where it is used, unless only WORKLOAD_NAME uses it
+        if computed and name not in _TOOL_COMPUTED:
             raise self.fail(
                 f"command substitution in {name} is not supported: the tool never runs "
                 "commands from a recipe",
@@ -214,24 +201,10 @@ class _Reader:
         """First-level expansion: inline string-building variables, keep exported ones symbolic."""
         out: list[str] = []
         for part in word.parts:
-            if isinstance(part, Lit):
+            if isinstance(part, Lit | Redir):
                 out.append(part.text)
             elif isinstance(part, Var):
-                if part.name in _SPLITTERS:
-                    raise self.fail(
-                        _special_message(part.name),
-                        self.line_of(part.name, word.line),
-                        fix=_SPECIAL_FIX,
-                    )
-                known = self.assigned.get(part.name)
-                if known is not None and not known.exported:
-                    if part.name in seen:
-                        raise self.fail(f"{part.name} refers to itself", word.line)
-                    if part.pattern:
-                        raise self.fail(f"pattern substitution on {part.name}", word.line)
-                    out.append(self.expand(known.value, seen | {part.name}))
-                else:
-                    out.append(REF_OPEN + part.name + REF_CLOSE)
+                out.append(self.expand_var(part, word.line, seen))
             elif isinstance(part, Ref):
                 out.append(REF_OPEN + part.name + REF_CLOSE)
             elif isinstance(part, Placeholder):
@@ -239,6 +212,33 @@ class _Reader:
             else:
                 raise self.fail("command substitution outside WORKLOAD_NAME", word.line)
         return "".join(out)
+
+    def expand_var(self, part: Var, line: int, seen: frozenset[str]) -> str:
+        if part.name in _SPLITTERS:
+            raise self.fail(
+                _special_message(part.name), self.line_of(part.name, line), fix=_SPECIAL_FIX
+            )
+        if part.indirect:
+            raise self.fail(
+                f"indirect expansion ${{!{part.name}}} is read only in the recipe's check of "
+                "its own variables (a `for` loop over their names)",
+                line,
+            )
+        known = self.assigned.get(part.name)
+        if known is None or known.exported:
+            return REF_OPEN + part.name + REF_CLOSE
+        if known.computed:
+            raise self.fail(
+                f"command substitution in {part.name} is not supported: the tool never runs "
+                "commands from a recipe",
+                known.line,
+                fix=f"write the value of {part.name} literally",
+            )
+        if part.name in seen:
+            raise self.fail(f"{part.name} refers to itself", line)
+        if part.pattern:
+            raise self.fail(f"pattern substitution on {part.name}", line)
+        return self.expand(known.value, seen | {part.name})
 
     # ---- the submission -----------------------------------------------------------
     def build(self, words: list[Word]) -> Recipe:
@@ -264,12 +264,20 @@ class _Reader:
         if command is None:
             raise self.fail(f"{self.submit_command} has no --command", words[0].line)
         steps = self.pod_steps(*command)
-        entry_index = next((k for k, s in enumerate(steps) if s.kind is StepKind.ENTRY), None)
-        if entry_index is None:
+        entries = [s for s in steps if s.kind is StepKind.ENTRY]
+        if not entries:
             raise self.fail(
                 "the --command runs no `python3 -m <module>` training program", command[1]
             )
-        entry = _entry_point(steps[entry_index].words)
+        problem = entry_alternatives(steps)
+        if problem is not None:
+            raise self.fail(
+                f"in --command: {problem}",
+                command[1],
+                fix="run one training program (an `if`/`else` may choose its entry point by "
+                "the image's MaxText layout, with the same arguments in both branches)",
+            )
+        entry = _entry_point(entries[-1].words)
         framework = _framework(entry.module)
         if framework is None:
             raise self.fail(
@@ -333,7 +341,18 @@ class _Reader:
 
     def pod_steps(self, command: str, line: int) -> tuple[CommandStep, ...]:
         try:
-            tokens = tokenize(command, line, expansions=self.expansions)
+            tokens = tokenize(command, line, expansions=self.expansions, redirects=True)
+            script = bash_c_script(tokens)
+            if script is not None:
+                inner = script_text(script)
+                if inner is None:
+                    raise self.fail(
+                        "in --command: a `bash -c` script whose references the pod's own shell would "
+                        "expand before bash runs it",
+                        line,
+                        fix="write the script after `bash -c` in single quotes",
+                    )
+                tokens = tokenize(inner, line, expansions=True, redirects=True)
             commands = split_commands(tokens, frozenset({"&&", "|", ";", "\n", "||"}))
         except ShellSyntaxError as e:
             raise self.fail(f"in --command: {e}", line) from None

@@ -73,6 +73,11 @@ class EntryPoint:
     args: tuple[Word, ...]
     options: tuple[str, ...] = ()
     """The interpreter's own options before ``-m`` (``-u`` in ``python3 -u -m ...``)."""
+    lead: tuple[str, ...] = ()
+    """Words before the program that are not environment: the shell keyword of the branch it
+    runs in (``then``, ``else``)."""
+    redirects: tuple[str, ...] = ()
+    """Its redirections (``2>&1``), after the arguments."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,18 @@ class Placeholding:
 
     name: str
     arg: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecipeProblem:
+    """Something in the recipe that would stop it as written, though what it asks for can be
+    planned (a benchmark-runner command its pinned MaxText refuses): reported by the checks as a
+    failure named ``name``, with the fix."""
+
+    name: str
+    message: str
+    fix: str
     line: int
 
 
@@ -105,6 +122,8 @@ class Recipe:
     dry_run: tuple[str, ...] = ()
     """The script's own dry-run arguments it hands the submitter (``--dry-run``,
     ``--dry-run-out FILE``); empty when it takes none."""
+    problems: tuple[RecipeProblem, ...] = ()
+    """What would stop the recipe as written; the plan reports each as a failed check."""
 
     @property
     def program_args(self) -> tuple[str, ...]:

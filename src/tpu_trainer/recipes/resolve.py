@@ -70,10 +70,10 @@ def _ref_for_script(script: Path) -> RecipeRef:
     folder = script.parent
     config_dir = folder.parent if folder.name in SUBMITTER_FOLDERS.values() else folder
     model_dir = config_dir.parent
-    if script.name != RECIPE_FILE and model_dir.parent.name == TRAINING:
-        model_dir = (
-            config_dir  # training/trillium/<Model>/<script>.sh, training/v5p/<Model>/README.md
-        )
+    if model_dir.parent.name == TRAINING:
+        # training/trillium/<Model>/<script>.sh, training/v5p/<Model>/README.md, and
+        # training/trillium/<Model>/cluster_toolkit/run_recipe.sh: no configuration level
+        model_dir = config_dir
     return RecipeRef(
         script=script,
         folder=folder,

@@ -42,6 +42,8 @@ class Var:
     name: str
     quote: Quote = Quote.NONE
     pattern: str = ""
+    indirect: bool = False
+    """``${!NAME}``: the variable NAME names (bash's indirect expansion)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,15 @@ class Placeholder:
     name: str
 
 
-Part = Lit | Var | Ref | CmdSub | Placeholder
+@dataclass(frozen=True, slots=True)
+class Redir:
+    """A redirection in a pod command (``2>&1``, ``&> /dev/null``): kept with its command as
+    written, never an argument."""
+
+    text: str
+
+
+Part = Lit | Var | Ref | CmdSub | Placeholder | Redir
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +102,13 @@ def render_part(part: Part) -> str:
     if isinstance(part, Lit):
         return part.text
     if isinstance(part, Var):
-        return "${" + part.name + part.pattern + "}"
+        return "${" + ("!" if part.indirect else "") + part.name + part.pattern + "}"
     if isinstance(part, Ref):
         return "${" + part.name + "}"
     if isinstance(part, CmdSub):
         return "$(" + part.text + ")"
+    if isinstance(part, Redir):
+        return part.text
     return "<" + part.name + ">"
 
 
@@ -120,11 +132,14 @@ REF_CLOSE = "\x02"
 
 
 class _Lexer:
-    def __init__(self, text: str, first_line: int = 1, expansions: bool = False) -> None:
+    def __init__(
+        self, text: str, first_line: int = 1, expansions: bool = False, redirects: bool = False
+    ) -> None:
         self.s = text
         self.i = 0
         self.line = first_line
         self.expansions = expansions
+        self.redirects = redirects
 
     def error(self, message: str) -> ShellSyntaxError:
         return ShellSyntaxError(message, self.line)
@@ -155,6 +170,9 @@ class _Lexer:
             if c == "<" and _PLACEHOLDER.match(self.s, self.i):
                 yield self.word()
                 continue
+            if self.redirects and (redirect := _REDIRECT.match(self.s, self.i)) is not None:
+                yield self.redirection(redirect)
+                continue
             op = next((o for o in _OPERATORS if self.s.startswith(o, self.i)), None)
             if op is not None:
                 if op in ("(", ")"):
@@ -163,6 +181,19 @@ class _Lexer:
                 self.i += len(op)
                 continue
             yield self.word()
+
+    def redirection(self, m: re.Match[str]) -> Word:
+        """``2>&1`` or ``&> FILE`` / ``> FILE`` / ``>> FILE`` with a literal target."""
+        line = self.line
+        self.i = m.end()
+        if m.group("dup"):
+            return Word((Redir(m.group(0)),), line)
+        while self.peek() in (" ", "\t"):
+            self.i += 1
+        target = self.word() if self.peek() not in ("", "\n", ";", "&", "|") else None
+        if target is None or target.literal is None or not target.literal:
+            raise self.error(f"redirection '{m.group(0).strip()}' needs a plain file name")
+        return Word((Redir(f"{m.group(0)} {target.literal}"),), line)
 
     def word(self) -> Word:  # noqa: PLR0915 (one loop over the kinds of character)
         start_line = self.line
@@ -286,8 +317,9 @@ class _Lexer:
             if end < 0:
                 raise self.error("unterminated ${...}")
             inner = self.s[self.i + 2 : end]
-            m = _NAME.match(inner)
-            if m is None:
+            indirect = self.expansions and inner.startswith("!")
+            m = _NAME.match(inner, 1 if indirect else 0)
+            if m is None or (indirect and m.end() != len(inner)):
                 raise self.error(f"unsupported parameter expansion '${{{inner}}}'")
             rest = inner[m.end() :]
             allowed = _EXPANSIONS if self.expansions else ("//",)
@@ -295,7 +327,7 @@ class _Lexer:
                 raise self.error(f"unsupported parameter expansion '${{{inner}}}'")
             self.line += inner.count("\n")
             self.i = end + 1
-            return Var(m.group(0), quote, rest)
+            return Var(m.group(0), quote, rest, indirect)
         m = _NAME.match(self.s, self.i + 1)
         if m is None:
             if nxt in "?!$#@*0123456789-":
@@ -344,6 +376,9 @@ def _split_refs(text: str, quote: Quote) -> list[Part]:
     return parts
 
 
+_REDIRECT = re.compile(r"(?:\d*>&(?P<dup>\d+|-)|&>>?|\d*>>?|\d*<)(?![>&|])")
+"""A redirection where a word starts (``redirects=True``): a descriptor copy (``2>&1``) or an
+operator whose file name follows."""
 _EXPANSIONS = ("//", ":-", "[")
 """Operators after a name that ``expansions=True`` accepts: ``${A//x/y}``, ``${A:-default}``
 (defaults may nest ``${...}`` and ``$(...)``), ``${A[@]}`` and ``${A[0]}``."""
@@ -369,10 +404,13 @@ def _brace_end(s: str, i: int) -> int:
     return -1
 
 
-def tokenize(text: str, first_line: int = 1, expansions: bool = False) -> list[Token]:
+def tokenize(
+    text: str, first_line: int = 1, expansions: bool = False, redirects: bool = False
+) -> list[Token]:
     """Split ``text`` into words and operators (comments and line continuations removed);
-    ``expansions`` also accepts the parameter expansions of :data:`_EXPANSIONS`."""
-    return list(_Lexer(text, first_line, expansions).tokens())
+    ``expansions`` also accepts the parameter expansions of :data:`_EXPANSIONS` and ``${!NAME}``,
+    ``redirects`` reads redirections as :class:`Redir` words (a pod command's ``2>&1``)."""
+    return list(_Lexer(text, first_line, expansions, redirects).tokens())
 
 
 def split_commands(tokens: list[Token], separators: frozenset[str]) -> list[tuple[list[Word], str]]:
@@ -393,60 +431,3 @@ def split_commands(tokens: list[Token], separators: frozenset[str]) -> list[tupl
     if current:
         commands.append((current, ""))
     return commands
-
-
-_SAFE = re.compile(r"^[A-Za-z0-9_./:=,+@%^-]+$")
-
-
-def quote_for_shell(text: str) -> str:
-    """Quote ``text`` so a POSIX shell reads it back as one word with the same characters."""
-    if text and _SAFE.match(text):
-        return text
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def dq_escape(text: str) -> str:
-    """Escape ``text`` for the inside of a bash double-quoted string."""
-    return re.sub(r'([\\"`$])', r"\\\1", text)
-
-
-SHELL_SPECIAL = frozenset({"IFS", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PATH"})
-"""Variables the shell itself reads: a recipe or a ``--var`` never sets or splices them."""
-_OP_NAMES = {"\n": "a newline"}
-
-
-def pod_quote_state(text: str) -> Quote:
-    """The quoting in force at the end of ``text`` as a shell reads it."""
-    state = Quote.NONE
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and state is not Quote.SINGLE:
-            i += 2
-            continue
-        if c == "'" and state is not Quote.DOUBLE:
-            state = Quote.NONE if state is Quote.SINGLE else Quote.SINGLE
-        elif c == '"' and state is not Quote.SINGLE:
-            state = Quote.NONE if state is Quote.DOUBLE else Quote.DOUBLE
-        i += 1
-    return state
-
-
-def pod_text_problem(text: str, state: Quote) -> tuple[str, str]:
-    """What in ``text`` would be shell syntax when spliced into a command where ``state``
-    quoting is in force, and the characters that make it; ("", "") when it stays plain words."""
-    if state is Quote.SINGLE:
-        return ("a single quote", "'") if "'" in text else ("", "")
-    if state is Quote.DOUBLE:
-        found = next((c for c in ('"', "`", "$(", "\\") if c in text), None)
-        return (f"`{found}`", found) if found else ("", "")
-    try:
-        tokens = tokenize(text)
-    except ShellSyntaxError as e:
-        return str(e), ""
-    for tok in tokens:
-        if isinstance(tok, Op):
-            return "the shell operator " + _OP_NAMES.get(tok.text, f"`{tok.text}`"), tok.text
-        if any(isinstance(p, CmdSub) for p in tok.parts):
-            return "a command substitution", "$("
-    return "", ""

@@ -326,7 +326,7 @@ def _queue_message(current: Mapping[str, Any] | None, slice_: Slice, num_slices:
     name, quota = slice_.kueue_flavor(num_slices), slice_.kueue_quota(num_slices)
     arithmetic = f"{quota} = {slice_.chips} chips × {num_slices} slice(s)"
     if current is None:
-        return f"ClusterQueue {CLUSTER_QUEUE} does not exist (xpk submits through it)"
+        return f"ClusterQueue {CLUSTER_QUEUE} does not exist (workloads are submitted through it)"
     groups = (current.get("spec") or {}).get("resourceGroups") or []
     located = _find_flavor(groups, name)
     if located is None:
@@ -372,12 +372,14 @@ def kueue_findings(
     cluster_queue: Mapping[str, Any] | None,
     configmap_data: Mapping[str, str] | None,
     local_queue_exists: bool = True,
+    xpk_configmap: bool = True,
 ) -> list[Finding]:
-    """What keeps xpk from admitting ``num_slices`` × ``slice_`` on ``cluster``, with fixes.
+    """What keeps Kueue from admitting ``num_slices`` × ``slice_`` on ``cluster``, with fixes.
 
     The arguments are the objects as read from the cluster (None when one does not exist):
     the ResourceFlavor, the ClusterQueue ``cluster-queue``, and the ``data`` of the
-    ``<cluster>-resources-configmap``. An empty list means all is in order.
+    ``<cluster>-resources-configmap`` (judged only with ``xpk_configmap``: xpk reads it, gcluster
+    does not). An empty list means all is in order.
     """
     findings: list[Finding] = []
     flavor_finding = _flavor_finding(flavor, slice_, num_slices)
@@ -392,11 +394,14 @@ def kueue_findings(
             _apply(
                 f"LocalQueue {LOCAL_QUEUE}",
                 f"LocalQueue {LOCAL_QUEUE} does not exist in namespace {CONFIGMAP_NAMESPACE}: xpk "
-                f"submits workloads to it, and it feeds {CLUSTER_QUEUE}",
+                f"and the recipes' gcluster --queue submit workloads to it, and it feeds "
+                f"{CLUSTER_QUEUE}",
                 local_queue(),
             )
         )
-    configmap = _configmap_finding(cluster, slice_, num_slices, configmap_data)
+    configmap = (
+        _configmap_finding(cluster, slice_, num_slices, configmap_data) if xpk_configmap else None
+    )
     if configmap is not None:
         findings.append(configmap)
     return findings

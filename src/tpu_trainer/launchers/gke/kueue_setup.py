@@ -29,16 +29,21 @@ class KueueState:
     local_queue_exists: bool = True
 
 
-def read_state(kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int) -> KueueState:
-    """The three objects xpk's admission depends on, read in parallel."""
+def read_state(
+    kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int, *, xpk_configmap: bool = True
+) -> KueueState:
+    """The objects admission depends on, read in parallel (xpk's configmap only when the
+    submitter reads it)."""
     with ThreadPoolExecutor(max_workers=4) as pool:
         flavor = pool.submit(kubectl.get, "resourceflavor", slice_.kueue_flavor(num_slices))
         queue = pool.submit(kubectl.get, "clusterqueue", CLUSTER_QUEUE)
         local = pool.submit(kubectl.get, "localqueue", LOCAL_QUEUE, CONFIGMAP_NAMESPACE)
-        configmap = pool.submit(
-            kubectl.get, "configmap", configmap_name(cluster), CONFIGMAP_NAMESPACE
+        configmap = (
+            pool.submit(kubectl.get, "configmap", configmap_name(cluster), CONFIGMAP_NAMESPACE)
+            if xpk_configmap
+            else None
         )
-        cm = configmap.result()
+        cm = None if configmap is None else configmap.result()
     return KueueState(
         flavor.result(),
         queue.result(),
@@ -47,8 +52,10 @@ def read_state(kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int) -
     )
 
 
-def findings(kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int) -> list[Finding]:
-    state = read_state(kubectl, cluster, slice_, num_slices)
+def findings(
+    kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int, *, xpk_configmap: bool = True
+) -> list[Finding]:
+    state = read_state(kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap)
     return kueue_findings(
         cluster,
         slice_,
@@ -57,6 +64,7 @@ def findings(kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int) -> 
         cluster_queue=state.cluster_queue,
         configmap_data=state.configmap_data,
         local_queue_exists=state.local_queue_exists,
+        xpk_configmap=xpk_configmap,
     )
 
 
@@ -81,9 +89,12 @@ def ensure(
     slice_: Slice,
     num_slices: int,
     display: Display,
+    *,
+    xpk_configmap: bool = True,
 ) -> list[Finding]:
-    """Repair whatever is missing; returns what was repaired."""
-    todo = findings(kubectl, cluster, slice_, num_slices)
+    """Repair whatever is missing (xpk's configmap only for a submitter that reads it);
+    returns what was repaired."""
+    todo = findings(kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap)
     for finding in todo:
         display.info(f"repairing: {finding.message}")
         apply_fix(finding, kubectl, runner)

@@ -61,6 +61,9 @@ class Provisioner:
     adapt_done: bool = False
     """xpk cluster adapt configured Kueue and made no node pool (xpk 1.x): later reservations
     go straight to the gcloud create, without running adapt again."""
+    adapt_with_xpk: bool = True
+    """The submitter's users have xpk (:class:`~.submitter.KueueNeeds`); without it every pool
+    is made with gcloud and Kueue is configured by the tool alone."""
 
     # ---- entry point ------------------------------------------------------------------
     def ensure(self) -> Provisioned:
@@ -183,7 +186,7 @@ class Provisioner:
         """One reservation: let xpk configure the cluster where that is safe, then make sure a
         node pool exists (xpk 1.x ``cluster adapt`` makes none; older releases did)."""
         zone = choice.survey.zone or self.config.default_zone
-        if not self.adapt_done and self._adapt_is_safe(pools):
+        if self.adapt_with_xpk and not self.adapt_done and self._adapt_is_safe(pools):
             made, move_on = self._adapt(choice, zone, pools)
             if made is not None or move_on:
                 return made

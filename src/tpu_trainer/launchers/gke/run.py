@@ -251,6 +251,7 @@ class GkeRun(Launcher):
             self.display,
             poll_seconds=self.poll_seconds,
             cluster=cluster,
+            adapt_with_xpk=self._submitter.kueue.adapt_with_xpk,
         )
         try:
             made = prov.ensure()
@@ -271,6 +272,7 @@ class GkeRun(Launcher):
             plan.slice,
             plan.num_slices,
             self.display,
+            xpk_configmap=self._submitter.kueue.xpk_configmap,
         )
         stages.done("configure", detail=f"{len(fixed)} repaired")
 

@@ -40,6 +40,22 @@ class Target:
     zone: str
 
 
+@dataclass(frozen=True, slots=True)
+class KueueNeeds:
+    """How the cluster's Kueue is made ready for a submitter's workload.
+
+    xpk's users have xpk: ``xpk cluster adapt`` may configure Kueue (where that loses nothing),
+    and ``xpk workload create`` reads the ``<cluster>-resources-configmap``. A Cluster Toolkit
+    user has no xpk, and gcluster reads no such configmap; ``gcluster job submit`` installs
+    Kueue and JobSet when missing and applies ResourceFlavors of its own, but a LocalQueue it
+    does not find (``--queue``) it offers to create only at a yes/no prompt, which without a
+    terminal ends the submit (``pkg/orchestrator/gke``). So for gcluster the tool applies the
+    flavor, ClusterQueue and LocalQueue itself, without xpk."""
+
+    adapt_with_xpk: bool
+    xpk_configmap: bool
+
+
 Ending = Callable[[], JobSetEnding | None]
 """Reads the JobSet's terminal condition through kubectl (None while it has none)."""
 
@@ -50,6 +66,7 @@ class Submitter(Protocol):
     wait_code: int | None
     """The exit code of the submitter's own wait command, when it ran one (shown when the
     wait itself failed)."""
+    kueue: KueueNeeds
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
         """Wait for the workload to finish, after its worker 0's log ended."""
@@ -69,6 +86,7 @@ class XpkSubmitter:
     xpk: Xpk
     name: str = XPK
     wait_code: int | None = None
+    kueue: KueueNeeds = KueueNeeds(adapt_with_xpk=True, xpk_configmap=True)
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:  # noqa: ARG002 (xpk waits itself)
         argv = xpk_wait_argv(
@@ -115,6 +133,7 @@ class GclusterSubmitter:
     clock: Clock = SYSTEM_CLOCK
     name: str = GCLUSTER
     wait_code: int | None = None
+    kueue: KueueNeeds = KueueNeeds(adapt_with_xpk=False, xpk_configmap=False)
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
         """The JobSet's own ``Completed``/``Failed`` condition, read until it has one."""
