@@ -349,6 +349,16 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "gcloud services enable tpu.googleapis.com container.googleapis.com "
         "compute.googleapis.com --project=tpu-lab-7",
     ),
+    "torch-xla-runtime-initialized": (
+        "RuntimeError: Runtime is already initialized. Do not use the XLA device before calling "
+        "xmp.spawn.",
+        "only inside the function passed to xmp.spawn",
+    ),
+    "tpu-metadata-unavailable": (
+        "I0000 00:00:1700000000.000001    1337 common_lib.cc:174] Failed to fetch URL on try 6 "
+        "out of 6: Failed to fetch URL (http status: 404) No error",
+        "TPU_ACCELERATOR_TYPE",
+    ),
 }
 
 
