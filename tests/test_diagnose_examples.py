@@ -312,6 +312,53 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "!!!! FATAL ERROR !!!! for [/dev/accel3 tpu7:pe0:3]",
         "kubectl cordon",
     ),
+    "tpu-connection-reset": (
+        "jax.errors.JaxRuntimeError: UNAVAILABLE: TPU worker 10.130.0.7:8471 returned "
+        "Connection reset by peer",
+        "--max-error-retries N",
+    ),
+    "tpu-configuration-unsupported": (
+        "Current errors: [CONDITION_NOT_MET]: Instance 'gke-tpu-np-3f2a' creation failed: "
+        "Invalid resource usage: 'Unsupported TPU configuration'.",
+        "gcloud compute tpus accelerator-types list",
+    ),
+    "ip-space-exhausted": (
+        "Current errors: [IP_SPACE_EXHAUSTED]: Instance 'gke-tpu-np-9' creation failed: IP space "
+        "of 'projects/p/regions/us-east5/subnetworks/tpu-subnet' is exhausted.",
+        "--additional-pod-ipv4-ranges",
+    ),
+    "jobset-exclusive-placement": (
+        "  Warning  ExclusivePlacementViolation  jobset-controller  Pod violated JobSet "
+        "exclusive placement policy",
+        "its own node pool",
+    ),
+    "node-admission-rejected": (
+        "Pod was rejected: Node didn't have enough resource: google.com/tpu, requested: 4, "
+        "used: 4, capacity: 4",
+        "See what holds google.com/tpu on the node",
+    ),
+    "pod-evicted": (
+        "  Warning  Evicted  2m  kubelet  The node was low on resource: ephemeral-storage. "
+        "Threshold quantity: 10Gi, available: 1Gi. Container jax-tpu was using 95Gi, request is "
+        "0, has larger consumption of ephemeral-storage.",
+        "ephemeral-storage",
+    ),
+    "gcp-api-disabled": (
+        "ERROR: (gcloud.compute.tpus.tpu-vm.create) PERMISSION_DENIED: Cloud TPU API has not "
+        "been used in project tpu-lab-7 before or it is disabled.",
+        "gcloud services enable tpu.googleapis.com container.googleapis.com "
+        "compute.googleapis.com --project=tpu-lab-7",
+    ),
+    "torch-xla-runtime-initialized": (
+        "RuntimeError: Runtime is already initialized. Do not use the XLA device before calling "
+        "xmp.spawn.",
+        "only inside the function passed to xmp.spawn",
+    ),
+    "tpu-metadata-unavailable": (
+        "I0000 00:00:1700000000.000001    1337 common_lib.cc:174] Failed to fetch URL on try 6 "
+        "out of 6: Failed to fetch URL (http status: 404) No error",
+        "TPU_ACCELERATOR_TYPE",
+    ),
 }
 
 
