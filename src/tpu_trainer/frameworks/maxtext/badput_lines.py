@@ -24,7 +24,10 @@ What MaxText 0.2.5 (and Orbax 0.12 beside it) write, each line behind an absl pr
   that line to the next line of the same thread (the absl prefix's thread id).
 
 Cheap on long logs: a block of whole lines is searched for a few fixed substrings
-(``str.find``), and only the lines holding one are cut out and parsed.
+(``str.find``), and only the lines holding one are cut out and parsed. Between program
+start-ups (``Num_devices``) only the lines that can still come are looked for: the checkpoint
+manager's line after the mesh line, no checkpoint line once MaxText said checkpointing is
+disabled, Orbax's timing lines only while no checkpoint-manager record has been seen.
 """
 
 from __future__ import annotations
@@ -38,8 +41,7 @@ from tpu_trainer.metrics.records import absl_time, elapsed
 
 
 class _Mark(Enum):
-    DISTRIBUTED_START = auto()
-    DISTRIBUTED_DONE = auto()
+    DISTRIBUTED = auto()
     MESH = auto()
     MANAGER = auto()
     RECORD = auto()
@@ -47,16 +49,18 @@ class _Mark(Enum):
     DATA_RETRY = auto()
 
 
+_MESH = "Num_devices: "
 _NEEDLES: tuple[tuple[str, _Mark], ...] = (
-    ("Attempting to initialize the jax distributed system", _Mark.DISTRIBUTED_START),
-    ("Jax distributed system initialized", _Mark.DISTRIBUTED_DONE),
-    ("Num_devices: ", _Mark.MESH),
+    ("distributed system", _Mark.DISTRIBUTED),
     ("Checkpoint manager created!", _Mark.MANAGER),
     ("Checkpointing disabled, not creating checkpoint manager", _Mark.MANAGER),
     ("'checkpoint_manager_", _Mark.RECORD),
     ("sync] Finished ", _Mark.ORBAX),
     ("Failed to get next data batch", _Mark.DATA_RETRY),
 )
+_DISTRIBUTED_START = "Attempting to initialize the jax distributed system"
+_DISTRIBUTED_DONE = "Jax distributed system initialized"
+_DISABLED = "Checkpointing disabled"
 _NUM = r"[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?"
 _THREAD = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)? +(\d+) [^\s\]]+:\d+\] ")
 _EVENT_TYPE = re.compile(r"'event_type': '(\w+)'")
@@ -79,6 +83,10 @@ class BadputLines:
         """A data retry waiting for its thread's next line: (its time, the thread)."""
         self._records = MeasuredBadput()
         self._timings = MeasuredBadput()
+        self._disabled = False
+        """MaxText said this program saves no checkpoints."""
+        self._recorded = False
+        """A checkpoint-manager record was seen."""
 
     def passing(self, lines: Iterable[str]) -> Iterator[str]:
         """``lines`` unchanged, each read on its way through."""
@@ -90,18 +98,26 @@ class BadputLines:
         """The lines of ``text[:stop]`` (whole lines)."""
         if self._retry is not None:
             self._end_retry(text, 0, stop)
-        marks: list[tuple[int, _Mark]] = []
-        find = text.find
+        marks = _found(text, stop, _MESH, _Mark.MESH)
+        restart = bool(marks)  # a program starting (again): every kind of line may follow
         for needle, mark in _NEEDLES:
-            at = find(needle, 0, stop)
-            while at >= 0:  # once a line, however often the needle is in it
-                marks.append((at, mark))
-                end = find("\n", at, stop)
-                at = find(needle, end, stop) if end >= 0 else -1
+            if restart or self._wanted(mark):
+                marks += _found(text, stop, needle, mark)
         for at, mark in sorted(marks, key=lambda m: m[0]):
             start = text.rfind("\n", 0, at) + 1
-            end = find("\n", at, stop)
+            end = text.find("\n", at, stop)
             self._line(mark, text, start, stop if end < 0 else end, stop)
+
+    def _wanted(self, mark: _Mark) -> bool:
+        """Whether lines of ``mark`` can come now (when no program starts in the text): the
+        checkpoint manager's line only after the mesh line; no checkpoint line while MaxText
+        said checkpointing is disabled; Orbax's timing lines only while no checkpoint-manager
+        record has been seen (the records win)."""
+        if mark is _Mark.MANAGER:
+            return _Mark.MESH in self._opened
+        if mark in (_Mark.RECORD, _Mark.ORBAX) and self._disabled:
+            return False
+        return mark is not _Mark.ORBAX or not self._recorded
 
     def _line(self, mark: _Mark, text: str, start: int, end: int, stop: int) -> None:
         line = text[start:end]
@@ -115,23 +131,25 @@ class BadputLines:
                 self._timed(mark, at, line, text, end, stop)
 
     def _timed(self, mark: _Mark, at: float, line: str, text: str, end: int, stop: int) -> None:
-        if mark in (_Mark.DISTRIBUTED_START, _Mark.MESH):
-            self._opened[mark] = at
-        elif mark is _Mark.DATA_RETRY:
+        if mark is _Mark.DATA_RETRY:
             thread = _THREAD.search(line)
             if thread is not None:
                 self._retry = (at, thread[1])
                 self._end_retry(text, end, stop)
-        else:
-            begun = _Mark.DISTRIBUTED_START if mark is _Mark.DISTRIBUTED_DONE else _Mark.MESH
-            since = self._opened.pop(begun, None)
+        elif mark is _Mark.MESH or (mark is _Mark.DISTRIBUTED and _DISTRIBUTED_START in line):
+            self._opened[mark] = at
+            self._disabled = False
+        elif mark is _Mark.MANAGER or _DISTRIBUTED_DONE in line:
+            since = self._opened.pop(_Mark.MESH if mark is _Mark.MANAGER else mark, None)
             if since is not None:
                 self.out.add("tpu_initialization", elapsed(since, at))
+            self._disabled = self._disabled or _DISABLED in line
 
     def _record(self, line: str) -> None:
         kind, seconds = _EVENT_TYPE.search(line), _MANAGER_SECONDS.search(line)
         if kind is None or seconds is None:
             return
+        self._recorded = True
         blocking = seconds[1] is not None
         if kind[1] == "save" and blocking:
             self._records.add("checkpoint_save", float(seconds[2]))
@@ -176,3 +194,15 @@ class BadputLines:
                     self._retry = None
                     return
             at = text.find(needle, at + len(needle), stop)
+
+
+def _found(text: str, stop: int, needle: str, mark: _Mark) -> list[tuple[int, _Mark]]:
+    """Where ``needle`` is in ``text[:stop]``, once a line however often it is in it."""
+    found: list[tuple[int, _Mark]] = []
+    find = text.find
+    at = find(needle, 0, stop)
+    while at >= 0:
+        found.append((at, mark))
+        end = find("\n", at, stop)
+        at = find(needle, end, stop) if end >= 0 else -1
+    return found
