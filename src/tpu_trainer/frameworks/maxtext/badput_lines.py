@@ -49,15 +49,19 @@ class _Mark(Enum):
     DATA_RETRY = auto()
 
 
-_MESH = "Num_devices: "
-_NEEDLES: tuple[tuple[str, _Mark], ...] = (
-    ("distributed system", _Mark.DISTRIBUTED),
-    ("Checkpoint manager created!", _Mark.MANAGER),
-    ("Checkpointing disabled, not creating checkpoint manager", _Mark.MANAGER),
-    ("'checkpoint_manager_", _Mark.RECORD),
-    ("sync] Finished ", _Mark.ORBAX),
-    ("Failed to get next data batch", _Mark.DATA_RETRY),
+_MESH = ("Num_devices: ", "N")
+_NEEDLES: tuple[tuple[str, str, _Mark], ...] = (
+    ("distributed system", "AJ", _Mark.DISTRIBUTED),
+    ("Checkpoint manager created!", "!", _Mark.MANAGER),
+    ("Checkpointing disabled, not creating checkpoint manager", "C", _Mark.MANAGER),
+    ("'checkpoint_manager_", "{", _Mark.RECORD),
+    ("sync] Finished ", "@", _Mark.ORBAX),
+    ("Failed to get next data batch", "b", _Mark.DATA_RETRY),
 )
+"""Each substring a badput line holds, a few characters of which one is in every line it finds
+(only in the start or end line of a distributed span: ``A``ttempting, ``J``ax) and rarely in a
+step line: a character is found at memory speed, so a block without it is passed over without
+looking for the substring."""
 _DISTRIBUTED_START = "Attempting to initialize the jax distributed system"
 _DISTRIBUTED_DONE = "Jax distributed system initialized"
 _DISABLED = "Checkpointing disabled"
@@ -98,11 +102,11 @@ class BadputLines:
         """The lines of ``text[:stop]`` (whole lines)."""
         if self._retry is not None:
             self._end_retry(text, 0, stop)
-        marks = _found(text, stop, _MESH, _Mark.MESH)
+        marks = _found(text, stop, *_MESH, _Mark.MESH)
         restart = bool(marks)  # a program starting (again): every kind of line may follow
-        for needle, mark in _NEEDLES:
+        for needle, chars, mark in _NEEDLES:
             if restart or self._wanted(mark):
-                marks += _found(text, stop, needle, mark)
+                marks += _found(text, stop, needle, chars, mark)
         for at, mark in sorted(marks, key=lambda m: m[0]):
             start = text.rfind("\n", 0, at) + 1
             end = text.find("\n", at, stop)
@@ -196,10 +200,13 @@ class BadputLines:
             at = text.find(needle, at + len(needle), stop)
 
 
-def _found(text: str, stop: int, needle: str, mark: _Mark) -> list[tuple[int, _Mark]]:
-    """Where ``needle`` is in ``text[:stop]``, once a line however often it is in it."""
+def _found(text: str, stop: int, needle: str, chars: str, mark: _Mark) -> list[tuple[int, _Mark]]:
+    """Where ``needle`` is in ``text[:stop]``, once a line however often it is in it (nowhere,
+    at once, when none of ``chars`` is)."""
     found: list[tuple[int, _Mark]] = []
     find = text.find
+    if all(find(c, 0, stop) < 0 for c in chars):
+        return found
     at = find(needle, 0, stop)
     while at >= 0:
         found.append((at, mark))
