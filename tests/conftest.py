@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.store.db import RunStore
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
@@ -127,3 +129,22 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         "TPU_TRAINER_CACHE": str(cache_dir()),
         "COLUMNS": "200",
     }
+
+
+def store_with_run(path: Path, run_id: str = "r1", device_type: str = "tpu7x-8") -> RunStore:
+    """A run store at ``path`` holding one GKE run ``run_id`` (no plan, no steps yet)."""
+    store = RunStore(path)
+    store.create_run(
+        run_id,
+        model="m",
+        request="req",
+        launcher=LaunchPath.XPK,
+        device_type=device_type,
+        precision="bf16",
+        project="p",
+        cluster="c",
+        region="us-central1",
+        zone=None,
+        plan_json=None,
+    )
+    return store

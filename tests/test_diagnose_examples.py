@@ -119,6 +119,16 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "StepGloballyInProgress: true. Timeout: 1m",
         "--megascale_abort_on_hangs=true",
     ),
+    "trainer-progress-watchdog": (
+        "I1124 06:40:00.000000 139872 trainer.py:430] Watchdog triggered because step has not "
+        "incremented in the last 1800.0 seconds.",
+        "thread stacks",
+    ),
+    "tpu-slice-health-check": (
+        "E1124 05:58:10.000000 139872 tpu_health_check.py:96] Slice 1 health check failed due "
+        "to program error.",
+        "report-host-as-faulty",
+    ),
     "megascale-slices-not-connected": (
         "E1124 06:01:02.000000 139872 topology_coordinator.cc:97] TopologyCoordinator: Unable "
         "to wait for all slices to connect",

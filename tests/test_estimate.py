@@ -99,6 +99,7 @@ def test_an_empty_store_uses_the_published_step_time_and_says_the_overheads_are_
     held = found.wall_seconds - (found.overheads["provisioning"].seconds or 0)
     assert found.chip_hours == pytest.approx(64 * held / 3600)
     assert found.cost == pytest.approx(found.chip_hours * 4.0)
+    assert found.price_source == "configuration prices.tpu7x"
 
 
 def test_without_history_or_a_published_row_the_step_time_is_unknown(tmp_path: Path) -> None:

@@ -118,6 +118,52 @@ def test_train_the_example_with_real_maxtext_leaves_a_report(tmp_path: Path) -> 
 
 
 @pytest.mark.runtime
+def test_real_maxtext_with_checkpoints_fills_the_tpu_init_and_checkpoint_save_buckets(
+    tmp_path: Path,
+) -> None:
+    example, env = _example_and_env(tmp_path)
+    ckpt = ("--set", "enable_checkpointing=true", "--set", "async_checkpointing=true")
+    argv = [sys.executable, "-m", "tpu_trainer", "train", str(example), *ckpt]
+    proc = subprocess.run(
+        [*argv, "--set", "checkpoint_period=5"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_id = proc.stdout.split()[1].rstrip(":")
+    shown = subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", "show", run_id, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    timeline = json.loads(shown.stdout)["timeline"]
+    measured, buckets = timeline["log_measured"], timeline["badput"]
+    # MaxText's mesh line to its checkpoint-manager line; Orbax's records of the saves at
+    # steps 0, 5, 10, 15 and the last, 19; no restore (a new run), no data retry, nothing redone
+    assert measured["tpu_initialization"] > 0 and measured["checkpoint_save"] > 0
+    assert measured["checkpoint_restore"] is None and measured["data_loading"] is None
+    assert measured["wasted_steps"] is None
+    assert buckets["TPU_INITIALIZATION"]["seconds"] == pytest.approx(
+        measured["tpu_initialization"], abs=1e-3
+    )
+    assert (
+        0
+        < buckets["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"]["seconds"]
+        <= measured["checkpoint_save"] + 1e-3
+    )
+    for bucket in ("UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME", "DATA_LOADING_SYNC"):
+        assert buckets[bucket]["seconds"] == 0
+    log = (tmp_path / "store" / "runs" / run_id / "worker0.log").read_text(encoding="utf-8")
+    assert log.count("'event_type': 'save'") == 5
+
+
+@pytest.mark.runtime
 def test_ctrl_c_stops_maxtext_and_records_the_run_as_cancelled(tmp_path: Path) -> None:
     import signal
     import sqlite3

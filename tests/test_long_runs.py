@@ -307,7 +307,9 @@ def test_the_block_scanner_reads_what_the_line_reader_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tpu_trainer.frameworks.maxtext import log_scan
+    from tpu_trainer.frameworks.maxtext.badput_lines import BadputLines
     from tpu_trainer.frameworks.maxtext.log import iter_events
+    from tpu_trainer.metrics.log_badput import MeasuredBadput
     from tpu_trainer.metrics.stream import LogTally
 
     fixtures = sorted((Path(__file__).parent / "fixtures" / "maxtext_logs").glob("*.log"))
@@ -324,5 +326,10 @@ def test_the_block_scanner_reads_what_the_line_reader_reads(
     }
     a, b = by_line.summarize(**summary), by_block.summarize(**summary)  # type: ignore[arg-type]
     assert by_block.lines == by_line.lines == len(text.splitlines())
-    assert b.to_json() == a.to_json() and by_block.startup == by_line.startup
+    read_alone = MeasuredBadput()  # the badput lines, read one line at a time
+    reader = BadputLines(read_alone)
+    for line in io.StringIO(text):
+        reader.feed(line, len(line))
+    assert b.to_json() == {**a.to_json(), "log_badput": read_alone.to_json()}
+    assert by_block.startup == by_line.startup
     assert len(b.rows) >= 10 and b.notes == a.notes and by_block.columns.duplicates > 50

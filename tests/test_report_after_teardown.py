@@ -1,5 +1,6 @@
 """A rehearsed run's README figures (goodput, cost) are the whole run's, teardown included:
-the same as ``show --json`` gives once the run is over, in the README and the stored report."""
+the same as ``show --json`` gives once the run is over, in the README and the stored report;
+the cost comes from a test price table given through the configuration."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ pytestmark = pytest.mark.e2e
 
 
 def test_the_readme_row_counts_the_teardown(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    prices = tmp_path / "prices.yaml"  # a test price table: TPU v7 has no shipped price
+    prices.write_text("prices: {tpu7x: 4.20}\n", encoding="utf-8")
+    env = {**_env(tmp_path), "TPU_TRAINER_CONFIG": str(prices)}
     recipe = tmp_path / "recipes" / RECIPE
     shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
     scenario = _scenario(tmp_path, "run", _log(2.2, 730.0))
@@ -31,8 +34,16 @@ def test_the_readme_row_counts_the_teardown(tmp_path: Path) -> None:
     assert teardown and teardown[0]["seconds"] > 0, timeline["phases"]
     readme = (tmp_path / "store" / "runs" / run / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("|") and marker(run) in line)
-    goodput = f"{timeline['goodput']:.1%}"
-    assert f"| {goodput} |" in row, (row, timeline["goodput"])
+    # the row shows the figures rounded (0.1 %, cents); show --json to 4 decimals: compare the
+    # numbers, not their texts, so a figure on a rounding boundary cannot tell them apart
+    cells = row.split(" | ")
+    goodput = cells[8]
+    assert float(goodput.rstrip("%")) == pytest.approx(100 * timeline["goodput"], abs=0.06), row
+    assert timeline["price"]["source"] == "configuration prices.tpu7x"
+    assert timeline["cost"] is not None and timeline["cost"] > 0
+    assert cells[10].startswith("$"), row
+    cost = float(cells[10][1:].split(" ")[0].replace(",", ""))
+    assert cost == pytest.approx(timeline["cost"], abs=0.006), row
     db = sqlite3.connect(tmp_path / "store" / "runs.db")
     (stored,) = db.execute("SELECT metrics_json FROM runs WHERE id = ?", (run,)).fetchone()
     report = json.loads(stored)["report"]

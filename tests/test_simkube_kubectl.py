@@ -3,6 +3,7 @@ apply of Kueue and JobSet objects, the real error texts, deprecation warnings, l
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -17,6 +18,8 @@ import yaml
 
 from tpu_trainer.fakecloud import init_state
 from tpu_trainer.fakecloud.scenario import parse_scenario
+from tpu_trainer.fakecloud.state import advance, clock, transaction
+from tpu_trainer.infra.kubectl import split_timestamp
 from tpu_trainer.launchers.gke import kueue
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.simcloud.kube.kubeconfig import context_name, write_kubeconfig
@@ -272,14 +275,18 @@ def test_create_configmap_sends_protobuf_and_is_understood(cluster: Cluster) -> 
     assert yaml.safe_load(shown.stdout)["data"] == {"tpu7x-256": "32"}
 
 
-def test_logs_follow_streams_lines_as_they_are_written(cluster: Cluster) -> None:
-    pod = {
+def _pod(name: str) -> dict[str, Any]:
+    """A pod of one ``jax-tpu`` container, outside any workload."""
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "worker-0"},
+        "metadata": {"name": name},
         "spec": {"containers": [{"name": "jax-tpu", "image": "python:3.11"}]},
     }
-    assert cluster.apply(pod).returncode == 0
+
+
+def test_logs_follow_streams_lines_as_they_are_written(cluster: Cluster) -> None:
+    assert cluster.apply(_pod("worker-0")).returncode == 0
     state = cluster.server.state_path
     append_log(state, "default", "worker-0", "jax-tpu", ["completed step: 0"])
     follow = cluster.follow("logs", "-f", "worker-0", "-c", "jax-tpu")
@@ -297,6 +304,33 @@ def test_logs_follow_streams_lines_as_they_are_written(cluster: Cluster) -> None
         follow.kill()
     assert rest == "completed step: 1\n"
     assert follow.returncode == 0
+
+
+def test_logs_timestamps_put_each_line_s_write_time_in_front_as_the_kubelet_does(
+    cluster: Cluster,
+) -> None:
+    assert cluster.apply(_pod("worker-1")).returncode == 0
+    state = cluster.server.state_path
+    append_log(state, "default", "worker-1", "jax-tpu", ["completed step: 0", "step 0 done"])
+    with transaction(state) as s:
+        written = clock(s)
+        advance(s, 90.0)
+    append_log(state, "default", "worker-1", "jax-tpu", ["completed step: 1"])
+    shown = cluster.kubectl("logs", "worker-1", "-c", "jax-tpu", "--timestamps", "--tail=2")
+    assert shown.returncode == 0, shown.stderr
+    first, second = shown.stdout.splitlines()
+    # RFC 3339 with nine fraction digits, then a space (Go's RFC3339NanoFixed, in UTC)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z step 0 done", first)
+    first_at, first_text = split_timestamp(first)
+    second_at, second_text = split_timestamp(second)
+    assert (first_text, second_text) == ("step 0 done", "completed step: 1")
+    assert first_at == pytest.approx(written) and second_at == pytest.approx(written + 90.0)
+    plain = cluster.kubectl("logs", "worker-1", "-c", "jax-tpu", "--tail=1")
+    assert plain.stdout == "completed step: 1\n"  # without the flag, the lines alone
+    with transaction(state) as s:
+        advance(s, 60.0)
+    again = cluster.kubectl("logs", "worker-1", "-c", "jax-tpu", "--timestamps", "--tail=2")
+    assert again.stdout == shown.stdout  # a line keeps the time it was written
 
 
 def test_server_binds_loopback_and_stops_when_idle(tmp_path: Path) -> None:

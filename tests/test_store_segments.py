@@ -6,27 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.store.db import RunStore, SegmentEnd
+from conftest import store_with_run
+from tpu_trainer.store.db import SegmentEnd
 
 pytestmark = pytest.mark.unit
 
 
 def test_an_interruption_ends_a_segment_and_its_cost_is_kept_on_the_next(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "runs.db")
-    store.create_run(
-        "r1",
-        model="m",
-        request="req",
-        launcher=LaunchPath.XPK,
-        device_type="tpu7x-8",
-        precision="bf16",
-        project="p",
-        cluster="c",
-        region="us-central1",
-        zone=None,
-        plan_json=None,
-    )
+    store = store_with_run(tmp_path / "runs.db")
     first = store.start_segment("r1", "us-central1-c")
     store.segment_first_step("r1", first, wasted_steps=5)  # a first segment redoes nothing
     store.end_segment("r1", first, SegmentEnd("preempted", 34, 30, None))

@@ -3,6 +3,7 @@ configuration's price overrides; the Gantt chart's bars."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +246,24 @@ def test_the_gantt_chart_draws_one_bar_per_phase_where_and_as_long_as_it_was(
     assert written is not None
     assert written.read_bytes().startswith(b"\x89PNG")
     assert write_timeline_plot([], "run", tmp_path) is None
+
+
+def test_prices_come_from_the_shipped_table_and_the_configuration_never_the_network(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With every socket refused, each family is priced (or said to be unpriced) and a run is
+    costed: no pricing API is asked."""
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a price was looked up over the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    for family in Family:
+        rate = chip_rate(family, "us-central1", {"tpu7x": ChipPrice(on_demand=3.0)})
+        assert rate.source
+        if family in PRICES or family is Family.V7:
+            assert rate.usd_per_chip_hour is not None, family
+    cost = run_cost(timeline(_gke_clock()), chip_rate(Family.V5P, "us-central1"), tokens=2e6)
+    assert cost.total is not None and cost.total > 0

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,13 +79,32 @@ def test_a_preempted_tpu_vm_is_made_again_and_the_run_resumes_from_its_checkpoin
         timeout=60,
         check=True,
     )
-    shown = json.loads(show.stdout)["segments"]
+    whole = json.loads(show.stdout)
+    shown = whole["segments"]
     assert [(g["ended"], g["wasted_steps"]) for g in shown] == [
         ("preempted", None),
         ("finished", 4),
     ]
     assert shown[1]["recovery_s"] is not None and shown[1]["recovery_s"] > 0
+    _badput_measured(whole["timeline"])
     _nothing_left(tmp_path, db)
+
+
+def _badput_measured(timeline: dict[str, Any]) -> None:
+    """What the log and the segments measured: steps 31-34 (2.7 s each) were run twice, saves
+    at steps 0, 10, 20, 30 and 40 blocked 0.18 s each (Orbax's records), the restore took
+    4.21 s; no data-batch retry. Each bucket holds at most what was measured (a rehearsal's
+    steps are scaled into its short training stage, so a bucket can be cut to fit)."""
+    measured = timeline["log_measured"]
+    assert measured["wasted_steps"] == pytest.approx(4 * 2.7)
+    assert measured["checkpoint_save"] == pytest.approx(5 * 0.18)
+    assert measured["checkpoint_restore"] == pytest.approx(4.21)
+    assert measured["data_loading"] is None
+    buckets = {name: b["seconds"] for name, b in timeline["badput"].items()}
+    assert 0 < buckets["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"] <= 5 * 0.18 + 1e-3
+    assert buckets["WASTED_PROGRESS_FROM_DISRUPTION"] <= 4 * 2.7 + 1e-3
+    assert buckets["UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME"] <= 4.21 + 1e-3
+    assert buckets["DATA_LOADING_SYNC"] == 0
 
 
 def test_without_auto_resume_a_preempted_tpu_vm_run_ends_interrupted(tmp_path: Path) -> None:

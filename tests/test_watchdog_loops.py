@@ -23,6 +23,7 @@ from tpu_trainer.launchers.ray.follow import (
     RayJobFollower,
     Waiting,
 )
+from tpu_trainer.simcloud.kube.log_stamps import rfc3339_nano
 
 pytestmark = pytest.mark.unit
 
@@ -105,3 +106,25 @@ def test_other_hosts_new_lines_and_a_fresh_look_before_the_verdict() -> None:
     assert cancel.is_set() and watch.hang is not None and len(looks) == 1
     # worker 1 stopped at step 2 while worker 0 reached step 4: worker 1 went quiet first
     assert watch.hang.message.startswith("hung after step 4 (worker 1 quiet since step 2, 60 s")
+
+
+def test_other_hosts_lines_count_from_the_time_their_log_says_they_were_written() -> None:
+    """Two hosts that print only start-up lines (no step lines of their own); the tool reads
+    both tails late, at the same look. With ``--timestamps`` the host whose last line is the
+    older one is named, and its silence is measured from that line, not from the look."""
+    clock = FakeClock(at=1_763_785_000.0)
+    watch = LogWatch(WatchdogSettings(k=5, min_stall_s=60.0), clock=clock, tick_s=5.0)
+    begun = clock.now()
+    for step in range(3):
+        clock.sleep(10.0)
+        watch.feed("worker 0", _maxtext_step(step, 10.0))
+    clock.sleep(100.0)  # worker 0 stops too; now the tails are read, long after they were written
+    watch.feed_tail("worker 1", [f"{rfc3339_nano(begun + 25.0)} worker 1 still loading shards"])
+    watch.feed_tail("worker 2", [f"{rfc3339_nano(begun + 21.0)} worker 2 still loading shards"])
+    hang = watch.check()
+    assert hang is not None and hang.quiet_host == "worker 2"
+    assert watch.dog._last_line["worker 2"] == pytest.approx(begun + 21.0)
+    assert watch.dog._last_line["worker 1"] == pytest.approx(begun + 25.0)
+    # a line without a time (a log read without --timestamps) counts from when it was read
+    watch.feed_tail("worker 3", ["worker 3 up"])
+    assert watch.dog._last_line["worker 3"] == clock.now()

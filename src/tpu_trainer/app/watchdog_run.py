@@ -6,7 +6,8 @@ runs :meth:`LogWatch.watch` in a thread beside its stream: on a hang it sets the
 event (the stream stops at once) and keeps the :class:`~tpu_trainer.app.watchdog.Hang`. Hosts
 whose logs are not streamed but looked at now and then (the last lines of another pod's log)
 are fed through :meth:`LogWatch.feed_tail`, which passes on the lines not seen at the previous
-look.
+look, each at the time its log says it was written (``kubectl logs --timestamps``), so a host's
+silence is measured from its own last line, not from when the tool happened to read it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tpu_trainer.app.watchdog import (
     WatchdogSettings,
 )
 from tpu_trainer.frameworks.maxtext.log import parse_completed
+from tpu_trainer.infra.kubectl import split_timestamp
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.plan.plan import Plan
@@ -62,9 +64,10 @@ class LogWatch:
     def __post_init__(self) -> None:
         self.dog = Watchdog(self.settings, self.clock.now())
 
-    def feed(self, host: str, line: str) -> None:
-        """One line of ``host``'s log, now."""
-        now = self.clock.now()
+    def feed(self, host: str, line: str, at: float | None = None) -> None:
+        """One line of ``host``'s log, written at ``at`` (the clock's time; now when the
+        log does not say)."""
+        now = self.clock.now() if at is None else at
         event = self.parse(line)
         with self._lock:
             if event is not None:
@@ -73,14 +76,17 @@ class LogWatch:
                 self.dog.line(now, host)
 
     def feed_tail(self, host: str, lines: Sequence[str]) -> None:
-        """The last lines of ``host``'s log as read now: those after the previous look's last
-        line (all of them when it is no longer among them) are fed, now."""
+        """The last lines of ``host``'s log as read now, each behind the time it was written
+        when the log gives it (``kubectl logs --timestamps``): those after the previous look's
+        last line (all of them when it is no longer among them) are fed, at their own time
+        (now for a line without one)."""
         if not lines:
             return
         new = lines_after(self._tails.get(host), lines)
         self._tails[host] = lines[-1]
         for line in new:
-            self.feed(host, line)
+            at, text = split_timestamp(line)
+            self.feed(host, text, at)
 
     def check(self) -> Hang | None:
         with self._lock:

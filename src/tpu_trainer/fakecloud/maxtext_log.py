@@ -5,9 +5,11 @@ default log carries on, one compact line a step, to step ``N - 1`` (MaxText coun
 A scenario's own log is printed as written.
 
 A slice reclaimed after step ``K`` (``reclaim_after_step``) prints steps 0..K with a durable
-Orbax checkpoint every ``checkpoint_period`` steps, then MaxText's SIGTERM stop; the workload
-exits 0. The run's next workload (same ``run_name``) restores the last durable checkpoint,
-logging ``restoring from this run's directory step D``, and carries on at step ``D + 1``.
+Orbax checkpoint every ``checkpoint_period`` steps (Orbax's checkpoint-manager record of the
+save's blocking seconds, MaxText's start line, Orbax's finalize line), then MaxText's SIGTERM
+stop; the workload exits 0. The run's next workload (same ``run_name``) restores the last
+durable checkpoint, logging ``restoring from this run's directory step D`` and Orbax's record
+of the restore, and carries on at step ``D + 1``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ _STEP = (
     "seconds: 2.700, TFLOP/s/device: 801.100, Tokens/s/device: 6024.110, total_weights: 65536, "
     "loss: {loss:.3f}, lm_loss: {loss:.3f}, perplexity: 1000.000\n"
 )
+_SAVE_RECORD = (
+    "I1122 {h:02d}:{m:02d}:{s:02d}.190000 139872 standard_logger.py:34] {{'step': {step}, "
+    "'event_type': 'save', 'directory': '{where}', 'reached_preemption': False, "
+    "'preemption_received_at': None, 'synchronous': False, 'wait_for_prev_start_time': "
+    "{at:.6f}, 'wait_for_prev_duration_secs': 3.1e-05, 'time_between_consecutive_saves_sec': "
+    "None, 'checkpointer_blocking_start_time': {at:.6f}, 'checkpointer_blocking_duration_secs': "
+    "0.179, 'get_old_steps_start_time': {at:.6f}, 'get_old_steps_duration_secs': 2.2e-05, "
+    "'checkpoint_manager_blocking_start_time': {at:.6f}, "
+    "'checkpoint_manager_blocking_duration_secs': 0.18}}\n"
+)
 _STARTED = (
     "I1122 {h:02d}:{m:02d}:{s:02d}.200000 139872 checkpointing.py:596] Started an asynchronous "
     "checkpoint save for step {step}\n"
@@ -45,7 +57,15 @@ _FINISHED = (
 _RESTORE = (
     "I1122 04:27:40.000000 139872 checkpointing.py:210] restoring from this run's directory "
     "step {step}\n"
+    "I1122 04:27:44.210000 139872 standard_logger.py:34] {{'step': {step}, 'event_type': "
+    "'restore', 'directory': '{where}', 'checkpointer_start_time': 1763785660.0, "
+    "'checkpointer_duration_secs': 4.2, 'checkpoint_manager_start_time': 1763785660.0, "
+    "'checkpoint_manager_duration_secs': 4.21}}\n"
 )
+SAVE_BLOCKING_S = 0.18
+"""The blocking seconds of each checkpoint save in Orbax's record."""
+RESTORE_S = 4.21
+"""The seconds of a restore in Orbax's record."""
 _SIGTERM = (
     "I1122 {h:02d}:{m:02d}:{s:02d}.500000 139872 train.py:1454] Training stopped: Job received "
     "termination signal (SIGTERM).\n"
@@ -65,6 +85,10 @@ def requested_steps(command: str) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+_EPOCH = 1763785800.0
+"""Step 0's time (04:30:00 on 22 November) as Orbax's records give it, in epoch seconds."""
+
+
 def _clock(step: int) -> dict[str, int]:
     t = 4 * 3600 + 30 * 60 + 3 * step
     return {"h": t // 3600 % 24, "m": t // 60 % 60, "s": t % 60}
@@ -77,6 +101,8 @@ def step_lines(first: int, last: int, *, period: int = 0, where: str = "") -> st
     for step in range(first, last + 1):
         out.append(_STEP.format(step=step, loss=max(1.0, 10.0 - step / 100), **_clock(step)))
         if period and step % period == 0:
+            at = _EPOCH + 3 * step
+            out.append(_SAVE_RECORD.format(step=step, where=where, at=at, **_clock(step)))
             out.append(_STARTED.format(step=step, **_clock(step)))
             out.append(_FINISHED.format(step=step, where=where, **_clock(step)))
     return "".join(out)
@@ -120,5 +146,5 @@ def resumed_log(base: str, command: str, restored: int | None) -> str:
     steps = requested_steps(command) or FIRST_LINES
     head = "".join(line + "\n" for line in base.splitlines() if "completed step" not in line)
     first = 0 if restored is None else restored + 1
-    restore = "" if restored is None else _RESTORE.format(step=restored)
+    restore = "" if restored is None else _RESTORE.format(step=restored, where=where)
     return head + restore + step_lines(first, steps - 1, period=period, where=where)

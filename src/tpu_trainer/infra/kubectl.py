@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -134,12 +136,34 @@ class Kubectl:
         *,
         follow: bool = False,
         namespace: str | None = None,
+        timestamps: bool = False,
     ) -> list[str]:
+        """``kubectl logs``; with ``timestamps`` each line comes behind the time it was
+        written (:func:`split_timestamp` reads it)."""
         args = ["logs", pod]
         if container:
             args.append(f"--container={container}")
         if follow:
             args.append("--follow")
+        if timestamps:
+            args.append("--timestamps")
         if namespace:
             args.append(f"--namespace={namespace}")
         return self._argv(*args)
+
+
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+
+
+def split_timestamp(line: str) -> tuple[float | None, str]:
+    """A ``kubectl logs --timestamps`` line as (the epoch seconds it was written, the line);
+    a line without the RFC 3339 prefix (``2026-11-22T04:27:31.120000000Z ``) is (None, line)."""
+    m = _STAMP.match(line)
+    if m is None:
+        return None, line
+    zone = "+00:00" if m[3] == "Z" else m[3]
+    try:
+        when = datetime.fromisoformat(m[1] + zone)
+    except ValueError:
+        return None, line
+    return when.timestamp() + float(f"0.{m[2] or 0}"), line[m.end() :]

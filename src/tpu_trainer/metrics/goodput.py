@@ -57,13 +57,16 @@ class LogBadput:
     program_startup: float | None = None
     """The program's first log line → the first step starting (its own start-up)."""
     tpu_initialization: float | None = None
+    """Devices and the distributed system starting, inside the program's start-up."""
     checkpoint_restore: float | None = None
+    """Checkpoint restores, inside the program's start-up (each segment's)."""
     data_loading: float | None = None
-    """Blocking data loading inside the steps."""
+    """Training waiting for its input batches, inside the steps."""
     checkpoint_save: float | None = None
-    """Blocking checkpoint saves inside the steps."""
+    """The blocking part of checkpoint saves, inside the steps."""
     wasted_steps: float | None = None
-    """Step time lost to a restart (steps run again)."""
+    """Step time lost to an interruption: the steps after the last durable checkpoint,
+    run again by the resumed segment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,16 @@ def _take(pool: float, want: float | None) -> tuple[float, float]:
     return taken, pool - taken
 
 
+def _program_startup(log: LogBadput) -> float | None:
+    """The program's own start-up: what the log measured from its first line to the first
+    step, and never less than the TPU initialisation and restores it measured inside it (a
+    resumed run starts up again)."""
+    parts = (log.tpu_initialization or 0.0) + (log.checkpoint_restore or 0.0)
+    if log.program_startup is None and not parts:
+        return None
+    return max(log.program_startup or 0.0, parts)
+
+
 def goodput(line: Timeline, log: LogBadput = LogBadput()) -> Goodput:
     """The run's buckets (see the module's docstring)."""
     seconds = dict.fromkeys(PhaseName, 0.0)
@@ -105,7 +118,7 @@ def goodput(line: Timeline, log: LogBadput = LogBadput()) -> Goodput:
     bad[Bucket.CAPACITY_HUNTING] = seconds[PhaseName.CAPACITY]
     bad[Bucket.PROVISIONING] = seconds[PhaseName.PROVISIONING]
     startup = seconds[PhaseName.STARTUP]
-    program, _ = _take(startup, log.program_startup)
+    program, _ = _take(startup, _program_startup(log))
     bad[Bucket.SCHEDULING_AND_IMAGE_PULL] = seconds[PhaseName.SETUP] + startup - program
     bad[Bucket.TPU_INITIALIZATION], program = _take(program, log.tpu_initialization)
     bad[Bucket.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME], program = _take(

@@ -7,7 +7,7 @@ Glue between the store's rows and the pure computations (:mod:`metrics.timeline`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.config.prices import ChipPrice
 from tpu_trainer.metrics.cost import ChipRate, RunCost, chip_rate, run_cost
 from tpu_trainer.metrics.goodput import Goodput, LogBadput, goodput
+from tpu_trainer.metrics.log_badput import MeasuredBadput
 from tpu_trainer.metrics.timeline import (
     ResourceSpan,
     RunClock,
@@ -33,6 +34,8 @@ class Ledger:
     cost: RunCost
     family: Family | None
     good: Goodput
+    measured: LogBadput
+    """What the log and the segments measured, before each figure is fitted into its phase."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +93,44 @@ def run_ledger(store: RunStore, row: RunRow, prices: Mapping[str, ChipPrice]) ->
         else ChipRate(None, None, "price unknown: the run has no stored plan")
     )
     tokens = tokens_trained(store.steps(row.id), shape.jax_devices)
-    good = goodput(line, log_badput(store.metrics(row.id)))
-    return Ledger(line, run_cost(line, rate, tokens), shape.family, good)
+    measured = log_badput(store.metrics(row.id), wasted_seconds(store, row.id))
+    good = goodput(line, measured)
+    return Ledger(line, run_cost(line, rate, tokens), shape.family, good, measured)
 
 
-def log_badput(metrics: Mapping[str, Any] | None) -> LogBadput:
+def log_badput(metrics: Mapping[str, Any] | None, wasted: float | None = None) -> LogBadput:
     """What the stored figures of the log measured: the program's start-up (its first log
-    line to the first step)."""
-    startup = (metrics or {}).get("startup_seconds")
-    return LogBadput(program_startup=float(startup) if startup is not None else None)
+    line to the first step starting: to step 0's line, less step 0 itself), the seconds its
+    badput lines gave (``log_badput``: TPU initialisation, checkpoint restores and saves, data
+    waits), and ``wasted`` step seconds (:func:`wasted_seconds`)."""
+    m = metrics or {}
+    startup, first = m.get("startup_seconds"), m.get("first_step_seconds")
+    program = None if startup is None else max(0.0, float(startup) - float(first or 0.0))
+    measured = MeasuredBadput.from_json(m.get("log_badput"))
+    return LogBadput(
+        program_startup=program,
+        tpu_initialization=measured.tpu_initialization,
+        checkpoint_restore=measured.checkpoint_restore,
+        data_loading=measured.data_loading,
+        checkpoint_save=measured.checkpoint_save,
+        wasted_steps=wasted,
+    )
+
+
+def wasted_seconds(store: RunStore, run_id: str) -> float | None:
+    """The step time an interruption threw away: the steps each interrupted segment ran after
+    its last durable checkpoint (or the one it restored), which the next segment ran again; the
+    log's first line of a step is the lost one. None when no segment was resumed."""
+    segments = store.segments(run_id)
+    redone: set[int] = set()
+    for cut in segments[:-1]:  # a segment the next one resumed
+        if cut.cause is None or cut.last_step is None:
+            continue
+        kept = cut.durable_step if cut.durable_step is not None else cut.restored_step
+        redone.update(range(0 if kept is None else kept + 1, cut.last_step + 1))
+    if not redone:
+        return None
+    return sum(s.seconds for s in store.iter_step_rows(run_id) if s.step in redone)
 
 
 def _at(t: float) -> str:
@@ -126,6 +158,10 @@ def ledger_json(ledger: Ledger) -> dict[str, Any]:
         "tokens": cost.tokens,
         "cost_per_million_tokens": _money(cost.per_million_tokens),
         **goodput_json(ledger.good),
+        "log_measured": {
+            f.name: None if (v := getattr(ledger.measured, f.name)) is None else round(v, 3)
+            for f in fields(ledger.measured)
+        },
         "phases": [
             {
                 "name": p.name.value,

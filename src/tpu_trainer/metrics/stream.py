@@ -15,6 +15,7 @@ from typing import TextIO
 
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.metrics.columns import LazyRows, StepColumns
+from tpu_trainer.metrics.log_badput import MeasuredBadput
 from tpu_trainer.metrics.records import (
     Event,
     HiddenStep,
@@ -39,6 +40,8 @@ class LogTally:
         self.hidden: list[int] = []
         self._facts: list[StartupFact] = []
         self.lines = 0
+        self.badput = MeasuredBadput()
+        """The badput seconds the log's reader measured (TPU init, checkpoints, data waits)."""
 
     def add(self, event: Event) -> None:
         if isinstance(event, StepRecord):
@@ -79,6 +82,7 @@ class LogTally:
             profiler_steps=profiler_steps,
             hidden_steps=tuple(self.hidden),
             startup=self.startup,
+            log_badput=self.badput,
         )
 
 

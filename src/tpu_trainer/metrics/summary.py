@@ -24,6 +24,7 @@ from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
 from tpu_trainer.metrics.columns import Fig, LazyRows, StepColumns
+from tpu_trainer.metrics.log_badput import MeasuredBadput
 from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.steps import StepRow
@@ -131,6 +132,8 @@ class RunMetrics:
     """From the first timestamped line to step 0's line (imports, config, compile)."""
     startup: StartupSummary | None
     notes: tuple[str, ...]
+    log_badput: MeasuredBadput | None = None
+    """Seconds the log's badput lines measured (TPU init, checkpoints, data waits)."""
 
     @property
     def has_steady_state(self) -> bool:
@@ -167,6 +170,7 @@ class RunMetrics:
             "startup_seconds": self.startup_seconds,
             "startup": None if self.startup is None else self.startup.to_json(),
             "notes": list(self.notes),
+            "log_badput": None if self.log_badput is None else self.log_badput.to_json(),
             **({"steps": [step_json(r) for r in self.rows]} if steps else {}),
         }
 
@@ -214,6 +218,7 @@ def summarize_columns(
     outlier_factor: float | None = OUTLIER_FACTOR,
     hidden_steps: Sequence[int] = (),
     startup: StartupSummary | None = None,
+    log_badput: MeasuredBadput | None = None,
 ) -> RunMetrics:
     """:func:`summarize` of steps already gathered in columns (as a log is read, in constant
     memory per step line)."""
@@ -259,6 +264,7 @@ def summarize_columns(
         startup_seconds=_startup_seconds(startup, columns.step0_timestamp if first else None),
         startup=startup,
         notes=tuple(notes),
+        log_badput=log_badput,
     )
 
 

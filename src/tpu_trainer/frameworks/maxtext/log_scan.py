@@ -23,6 +23,7 @@ import re
 from array import array
 from typing import TextIO
 
+from tpu_trainer.frameworks.maxtext.badput_lines import BadputLines
 from tpu_trainer.frameworks.maxtext.log import iter_events, parse_completed
 from tpu_trainer.metrics.records import StartupFact, absl_time
 from tpu_trainer.metrics.stream import LogTally
@@ -49,8 +50,10 @@ lines)."""
 
 
 def scan_log(stream: TextIO, tally: LogTally) -> None:
-    """Every event of ``stream`` into ``tally`` (lines counted into ``tally.lines``)."""
-    for event in iter_events(tally.counted(stream)):
+    """Every event of ``stream`` into ``tally`` (lines counted into ``tally.lines``), and the
+    seconds its badput lines measured into ``tally.badput``."""
+    badput = BadputLines(tally.badput)
+    for event in iter_events(badput.passing(tally.counted(stream))):
         tally.add(event)
         if not isinstance(event, StartupFact):
             break
@@ -62,10 +65,12 @@ def scan_log(stream: TextIO, tally: LogTally) -> None:
         cut = text.rfind("\n") + 1
         if not _scan_whole(text, cut, tally):
             _scan(text, cut, tally)
+        badput.feed(text, cut)
         tally.lines += text.count("\n", 0, cut)
         rest = text[cut:]
     if rest:
         _scan(rest, len(rest), tally)
+        badput.feed(rest, len(rest))
         tally.lines += 1
 
 

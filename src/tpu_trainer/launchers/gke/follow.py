@@ -3,8 +3,9 @@
 A fatal error in any log (out of memory, mesh, topology, StopIteration, a config error) ends
 the wait at once, so the run can be diagnosed and torn down within seconds instead of hours.
 The hang watchdog is fed worker 0's stream and the other hosts' new lines from each look at
-their last lines (one ``kubectl logs --tail`` per pod, every 4 polls, and once more when the
-watchdog sees a hang, before it decides): it names the host that went quiet first.
+their last lines (one ``kubectl logs --tail --timestamps`` per pod, every 4 polls, and once more
+when the watchdog sees a hang, before it decides), each line at the time its log says it was
+written: it names the host that went quiet first.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.watchdog import Hang
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.frameworks.maxtext.log import parse_completed
-from tpu_trainer.infra.kubectl import Kubectl
+from tpu_trainer.infra.kubectl import Kubectl, split_timestamp
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandFailed, CommandRunner
@@ -251,14 +252,14 @@ class Follower:
 
         def tail(pod: PodView) -> list[Match]:
             argv = [
-                *self.kubectl.logs_argv(pod.name, pod.main_container),
+                *self.kubectl.logs_argv(pod.name, pod.main_container, timestamps=True),
                 f"--tail={_OTHER_HOSTS_TAIL}",
             ]
             result = self.runner.run(argv, timeout=300)
-            lines = result.stdout.splitlines()
+            stamped = result.stdout.splitlines()
             if self.watch is not None:
-                self.watch.feed_tail(pod.host, lines)
-            matches = diagnose(lines)
+                self.watch.feed_tail(pod.host, stamped)
+            matches = diagnose([split_timestamp(line)[1] for line in stamped])
             return [m for m in matches if m.severity == "fatal"] if has_fatal(matches) else []
 
         with ThreadPoolExecutor(max_workers=min(8, len(pods))) as pool:

@@ -4,7 +4,8 @@ A pod of the workload model (``views.py``) prints the model's log for it
 (``fakecloud.workloads.log_of``: worker 0 the scenario's log), refused as the kubelet refuses
 while its workload is held by Kueue or its pod waits to start; followed, the log of a worker that stopped
 logging (``hang_after_step``) stays open and silent until the workload is deleted, as the
-scenario's hung host does; ``tailLines`` keeps its last lines.
+scenario's hung host does; ``tailLines`` keeps its last lines; ``timestamps=true`` puts each
+line's write time in front of it, as the kubelet does (``log_stamps.py``).
 
 Another pod's lines are kept in the state (``state["kube_api"]["logs"]["<ns>/<pod>/<container>"]``;
 ``append_log`` adds them). Without ``follow`` the lines so far are answered; with it they are
@@ -21,6 +22,7 @@ from typing import Any
 from tpu_trainer.fakecloud import workloads as wls
 from tpu_trainer.fakecloud.state import State, read_state, transaction
 from tpu_trainer.simcloud.kube import store, views
+from tpu_trainer.simcloud.kube.log_stamps import stamp, with_timestamps
 from tpu_trainer.simcloud.kube.resources import CORE
 from tpu_trainer.simcloud.kube.status import KubeError, bad_request
 
@@ -40,8 +42,10 @@ def append_log(
 ) -> None:
     """Add ``lines`` to a container's log (and, with ``phase``, set the pod's phase)."""
     with transaction(state_path) as state:
-        logs = store.section(state)["logs"]
-        logs.setdefault(f"{namespace}/{pod}/{container}", []).extend(lines)
+        key = f"{namespace}/{pod}/{container}"
+        kept = store.section(state)["logs"].setdefault(key, [])
+        kept.extend(lines)
+        stamp(state, key, len(kept))
         if phase:
             obj = store.stored(state, PODS, namespace, pod)
             obj.setdefault("status", {})["phase"] = phase
@@ -62,13 +66,18 @@ def _container(pod: dict[str, Any], wanted: str) -> str:
     )
 
 
-def _snapshot(state_path: Path, namespace: str, pod: str, container: str) -> tuple[list[str], bool]:
+def _snapshot(
+    state_path: Path, namespace: str, pod: str, container: str, timestamps: bool
+) -> tuple[list[str], bool]:
     state = read_state(state_path)
     try:
         obj = store.stored(state, PODS, namespace, pod)
     except KubeError:
         return [], True
-    lines = list(store.section(state)["logs"].get(f"{namespace}/{pod}/{container}", []))
+    key = f"{namespace}/{pod}/{container}"
+    lines = list(store.section(state)["logs"].get(key, []))
+    if timestamps:
+        lines = with_timestamps(lines, stamp(state, key, len(lines)))
     return lines, (obj.get("status") or {}).get("phase") in _DONE
 
 
@@ -86,7 +95,9 @@ def log_lines(
         container = _container(
             store.stored(state, PODS, namespace, pod), query.get("container", "")
         )
-    return _stream(state_path, namespace, pod, container, follow, alive)
+    timestamps = query.get("timestamps") in ("true", "1")
+    tail = int(query["tailLines"]) if query.get("tailLines") else None
+    return _stream(state_path, namespace, pod, container, follow, alive, timestamps, tail)
 
 
 def _model_log(
@@ -106,6 +117,8 @@ def _model_log(
             f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating'
         )
     lines = wls.log_of(wl, j, i, container).splitlines()
+    if query.get("timestamps") in ("true", "1"):
+        lines = with_timestamps(lines, stamp(state, f"default/{pod}/{container}", len(lines)))
     if query.get("tailLines"):
         count = int(query["tailLines"])
         lines = lines[-count:] if count > 0 else []
@@ -121,11 +134,20 @@ def _then_silent(state_path: Path, workload: str, lines: list[str], alive: Any) 
 
 
 def _stream(
-    state_path: Path, namespace: str, pod: str, container: str, follow: bool, alive: Any
+    state_path: Path,
+    namespace: str,
+    pod: str,
+    container: str,
+    follow: bool,
+    alive: Any,
+    timestamps: bool,
+    tail: int | None,
 ) -> Iterator[str]:
-    sent = 0
+    sent: int | None = None
     while True:
-        lines, done = _snapshot(state_path, namespace, pod, container)
+        lines, done = _snapshot(state_path, namespace, pod, container, timestamps)
+        if sent is None:  # the first answer: only its last ``tailLines`` lines, when asked
+            sent = 0 if tail is None or tail < 0 else max(0, len(lines) - tail)
         yield from lines[sent:]
         sent = len(lines)
         if not follow or done or not alive():
