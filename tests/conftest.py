@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.store.db import RunMode, RunStore
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
@@ -80,6 +82,30 @@ def plan_for(relative: str, **opts: object) -> Plan:
     with at_recipes_root():
         options = PlanOptions(user="test_user", now=NOW, **opts)  # type: ignore[arg-type]
         return plan_request(Request(relative, config_path=CONFIG), options)
+
+
+def store_with_run(
+    folder: Path,
+    mode: RunMode = RunMode.REAL,
+    launcher: LaunchPath = LaunchPath.XPK,
+    device_type: str = "tpu7x-256",
+) -> RunStore:
+    """A run store in ``folder`` holding one bare run, ``r1`` (model ``m``)."""
+    store = RunStore(folder / "runs.db", mode)
+    store.create_run(
+        "r1",
+        model="m",
+        request="r",
+        launcher=launcher,
+        device_type=device_type,
+        precision="bf16",
+        project=None,
+        cluster=None,
+        region=None,
+        zone=None,
+        plan_json=None,
+    )
+    return store
 
 
 def check_golden(path: Path, text: str, update: bool) -> None:

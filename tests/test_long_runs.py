@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, check_golden
+from conftest import GOLDEN, check_golden, store_with_run
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.results import (
     report_from_json,
@@ -22,7 +22,6 @@ from tpu_trainer.app.results import (
 )
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.metrics.columns import LazyRows
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, write_json, write_jsonl
@@ -31,7 +30,7 @@ from tpu_trainer.plan.slices import Slice
 from tpu_trainer.report import RunReport, render_readme
 from tpu_trainer.report.downsample import StepBucket, bucket_steps, nice_width
 from tpu_trainer.report.step_table import Gap, bounded
-from tpu_trainer.store.db import RunMode, RunStore, StepRow
+from tpu_trainer.store.db import RunStore, StepRow
 
 pytestmark = pytest.mark.unit
 
@@ -187,21 +186,7 @@ def test_out_of_order_and_repeated_steps_as_before() -> None:
 
 # ---- store -----------------------------------------------------------------------------------
 def _store(folder: Path) -> RunStore:
-    store = RunStore(folder / "runs.db", RunMode.REAL)
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=LaunchPath.XPK,
-        device_type="tpu7x-256",
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json=None,
-    )
-    return store
+    return store_with_run(folder)
 
 
 def test_steps_are_stored_from_a_stream_in_batches(tmp_path: Path) -> None:

@@ -16,7 +16,12 @@ from tpu_trainer.metrics.ledger import report_figures, run_ledger
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.report.downsample import StepBucket, bucket_steps_by, nice_width
+from tpu_trainer.report.downsample import (
+    StepBucket,
+    bucket_series,
+    bucket_steps_by,
+    nice_width,
+)
 from tpu_trainer.report.model import (
     Outcome,
     ReportLang,
@@ -85,7 +90,10 @@ def report_steps(metrics: RunMetrics) -> dict[str, Any]:
     span = rows[-1].step - rows[0].step + 1
     edge = REPORT_EDGE_STEPS
     widths = (nice_width(span, README_ROWS), nice_width(span, CHART_BUCKETS))
-    readme, chart = bucket_steps_by(rows, widths)
+    if isinstance(rows, LazyRows):  # straight from the columns, no row objects
+        readme, chart = bucket_series(*rows.series(), widths)
+    else:
+        readme, chart = bucket_steps_by(rows, widths)
     return {
         "steps": (*rows[:edge], *rows[-edge:]),
         "steps_logged": len(rows),

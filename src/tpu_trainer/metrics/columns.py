@@ -12,6 +12,7 @@ read back one at a time (:meth:`StepColumns.fig`) or as :class:`StepRow` on dema
 from __future__ import annotations
 
 import json
+import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -282,6 +283,25 @@ class StepColumns:
                 excluded=reasons.get(step),
             )
 
+    def series(self, per_chip: int) -> tuple[array[int], list[array[float]]]:
+        """The steps and, as columns, their seconds, TFLOP/s/device, TFLOP/s/chip,
+        Tokens/s/chip and loss, NaN where a step did not log the figure (what
+        ``report.downsample.bucket_series`` reads)."""
+        tflops, tokens = self._or_nan(self._tflops, _TFLOPS), self._or_nan(self._tokens, _TOKENS)
+        return self._step, [
+            self._seconds,
+            tflops,
+            array("d", [t * per_chip for t in tflops]),
+            array("d", [t * per_chip for t in tokens]),
+            self._or_nan(self._loss, _LOSS),
+        ]
+
+    def _or_nan(self, column: array[float], bit: int) -> array[float]:
+        flags = self._flags
+        if flags.count(_ALL) == len(flags):
+            return column
+        return array("d", [v if f & bit else math.nan for v, f in zip(column, flags, strict=True)])
+
     def weights_per_second(self, index: Iterable[int]) -> Iterator[float]:
         """``total_weights / seconds`` of the steps at ``index`` that logged a non-zero
         ``total_weights`` and took time."""
@@ -415,6 +435,10 @@ class LazyRows(Sequence[StepRow]):
     def json_chunks(self) -> Iterator[list[str]]:
         """The rows' JSON lines, some thousands at a time (:meth:`StepColumns.json_chunks`)."""
         return self._columns.json_chunks(self._per_chip, self._reasons)
+
+    def series(self) -> tuple[array[int], list[array[float]]]:
+        """The steps and their charted figures as columns (:meth:`StepColumns.series`)."""
+        return self._columns.series(self._per_chip)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):

@@ -140,6 +140,16 @@ class StepsTable(StoreFile):
             columns = {**dict(zip(_COLUMNS, r[:6], strict=True)), **json.loads(r[6] or "{}")}
             yield from_columns(columns, devices)
 
+    def step_figures(self, run_id: str, *names: str) -> Iterator[tuple[Any, ...]]:
+        """Some figure columns of a run's steps (of ``step``, ``seconds``, ``tflops_device``,
+        ``tokens_device``, ``total_weights``, ``loss``), by step, read from a cursor: what a
+        sum over a long run's steps needs, without a dict per step."""
+        unknown = [n for n in names if n not in _COLUMNS]
+        if unknown or not names:
+            raise ValueError(f"not step figure columns: {unknown or 'none given'}")
+        query = f"SELECT {', '.join(names)} FROM steps WHERE run_id = ? ORDER BY step"  # noqa: S608
+        return iter(self._db.execute(query, (run_id,)))
+
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         """A run's steps as their columns, by step (what ``show --json`` prints)."""
         rows = self._db.execute(

@@ -1,0 +1,122 @@
+"""A long run's views read straight from the step columns (no row object per step) give what
+the row-by-row reading gives: chart and README buckets, the run's tokens and step times."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import store_with_run
+from tpu_trainer.catalog.accelerators import Precision
+from tpu_trainer.metrics.columns import LazyRows
+from tpu_trainer.metrics.ledger import tokens_of, tokens_trained
+from tpu_trainer.metrics.records import StepRecord
+from tpu_trainer.metrics.summary import RunMetrics, summarize
+from tpu_trainer.plan.slices import Slice
+from tpu_trainer.report.downsample import Stat, StepBucket, bucket_series, bucket_steps_by
+from tpu_trainer.store.db import StepRow
+
+pytestmark = pytest.mark.unit
+
+
+def _records(steps: int) -> Iterator[StepRecord]:
+    """Steps with what a bucket must skip: NaN and infinite figures, missing ones, rampup
+    steps, gaps, a spike."""
+    for n in range(steps):
+        if n % 97 == 13:
+            continue  # absent from the log
+        seconds = 485.0 if n == 0 else 7.4 + (n % 11) * 0.013
+        if n % 89 == 7:
+            seconds = math.inf
+        loss: float | None = 12.0 - n / 700 + (n % 5) * 0.0071
+        if n % 53 == 3:
+            loss = math.nan
+        elif n % 61 == 4:
+            loss = None
+        yield StepRecord(
+            step=n,
+            seconds=seconds,
+            tflops_per_device=None if n % 41 == 2 else 32.0 * 7.4 / seconds,
+            tokens_per_device=None if n % 43 == 1 else 550.0 * 7.4 / seconds + n * 1e-3,
+            total_weights=None if n % 47 == 5 else 262144.0,
+            loss=20.0 if n == 1500 else loss,
+            rampup=n % 300 == 150,
+        )
+
+
+def _metrics(steps: int) -> RunMetrics:
+    return summarize(
+        _records(steps),
+        slice=Slice.parse("tpu7x-4x4x8"),
+        precision=Precision.BF16,
+        profiler_skip=5,
+        profiler_steps=3,
+    )
+
+
+def _by_hand(rows: list[StepRow], width: int) -> list[StepBucket]:
+    """Buckets the plain way: one running total, minimum and maximum per figure."""
+    buckets: list[StepBucket] = []
+    for key in sorted({r.step // width for r in rows}):
+        part = [r for r in rows if r.step // width == key]
+        stats: list[Stat | None] = []
+        for name in ("seconds", "tflops_per_device", "tflops_per_chip", "tokens_per_chip", "loss"):
+            total, values = 0.0, []
+            for r in part:
+                v: float | None = getattr(r, name)
+                if v is not None and math.isfinite(v):
+                    total += v
+                    values.append(v)
+            stats.append(Stat(total / len(values), min(values), max(values)) if values else None)
+        seconds = stats[0] or Stat(math.nan, math.nan, math.nan)
+        buckets.append(
+            StepBucket(width, part[0].step, part[-1].step, len(part), seconds, *stats[1:])
+        )
+    return buckets
+
+
+def _same(a: list[StepBucket], b: list[StepBucket]) -> bool:
+    return repr(a) == repr(b)  # NaN != NaN: compare the text, exact to the last digit
+
+
+def test_buckets_from_the_columns_are_the_buckets_of_the_rows() -> None:
+    m = _metrics(3_000)
+    assert isinstance(m.rows, LazyRows)
+    rows = list(m.rows)
+    by_column = bucket_series(*m.rows.series(), [7, 100, 5_000])
+    by_row = bucket_steps_by(rows, [7, 100, 5_000])
+    for width, columns, from_rows in zip((7, 100, 5_000), by_column, by_row, strict=True):
+        expected = _by_hand(rows, width)
+        assert _same(columns, expected) and _same(from_rows, expected)
+    spike = next(b for b in by_column[1] if b.first <= 1500 <= b.last)
+    assert spike.loss is not None and spike.loss.high == 20.0 and spike.loss.mean < 11
+    assert by_column[2][0].count == len(rows)
+
+
+def test_a_bucket_of_only_missing_figures_has_none() -> None:
+    steps = [0, 1, 2, 10]
+    nan = math.nan
+    series = [[1.0, 2.0, math.inf, 4.0], [nan] * 4, [nan] * 4, [3.0, nan, nan, nan], [nan] * 4]
+    (buckets,) = bucket_series(steps, series, [10])
+    first, second = buckets
+    assert (first.first, first.last, first.count) == (0, 2, 3)
+    assert first.seconds == Stat(1.5, 1.0, 2.0) and first.tflops_device is None
+    assert first.tokens_chip == Stat(3.0, 3.0, 3.0) and second.tokens_chip is None
+    with pytest.raises(ValueError, match="5 series"):
+        bucket_series(steps, series[:4], [10])
+
+
+def test_the_ledger_reads_step_figures_without_a_dict_per_step(tmp_path: Path) -> None:
+    store = store_with_run(tmp_path)
+    m = _metrics(2_000)
+    store.record_step_values(m.rows.store_values("r1"))  # type: ignore[attr-defined]
+    figures = list(store.step_figures("r1", "total_weights", "tokens_device", "seconds"))
+    steps = store.steps("r1")
+    assert len(figures) == len(steps) == len(m.rows)
+    assert tokens_of(figures, 8) == tokens_trained(steps, 8)
+    assert [s for (s,) in store.step_figures("r1", "seconds")] == [s["seconds"] for s in steps]
+    with pytest.raises(ValueError, match="not step figure columns"):
+        store.step_figures("r1", "seconds; DROP TABLE steps")
