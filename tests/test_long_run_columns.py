@@ -1,9 +1,11 @@
 """A long run's views read straight from the step columns (no row object per step) give what
-the row-by-row reading gives: chart and README buckets, the run's tokens and step times."""
+the row-by-row reading gives: chart and README buckets, the run's tokens and step times, the
+steady state and the bounded step table."""
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,12 +13,13 @@ import pytest
 
 from conftest import store_with_run
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.metrics.columns import LazyRows
+from tpu_trainer.metrics.columns import LazyRows, Positions
 from tpu_trainer.metrics.ledger import tokens_of, tokens_trained
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.summary import RunMetrics, summarize
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.report.downsample import Stat, StepBucket, bucket_series, bucket_steps_by
+from tpu_trainer.report.step_table import IndexedRows, bounded
 from tpu_trainer.store.db import StepRow
 
 pytestmark = pytest.mark.unit
@@ -120,3 +123,80 @@ def test_the_ledger_reads_step_figures_without_a_dict_per_step(tmp_path: Path) -
     assert [s for (s,) in store.step_figures("r1", "seconds")] == [s["seconds"] for s in steps]
     with pytest.raises(ValueError, match="not step figure columns"):
         store.step_figures("r1", "seconds; DROP TABLE steps")
+
+
+def test_positions_are_runs_read_by_slices() -> None:
+    steady = Positions(10, (0, 1, 5))
+    assert list(steady) == [2, 3, 4, 6, 7, 8, 9] and len(steady) == 7
+    assert list(steady.runs()) == [(2, 5), (6, 10)]
+    assert steady.picked([0, 3, 6]) == [2, 6, 9]
+    assert list(steady.without([6, 9])) == [2, 3, 4, 7, 8]
+    assert list(steady.gather(array("d", range(10)))) == [2.0, 3.0, 4.0, 6.0, 7.0, 8.0, 9.0]
+    assert list(Positions(3, (0, 1, 2))) == [] and not Positions(0)
+
+
+def _plain(steps: int, slow: tuple[int, ...] = ()) -> Iterator[StepRecord]:
+    for n in range(steps):
+        seconds = 485.0 if n == 0 else (30.0 if n in slow else 7.4 + (n % 7) * 0.01)
+        yield StepRecord(
+            step=n,
+            seconds=float("nan") if n == 40 else seconds,
+            tflops_per_device=1.0,
+            tokens_per_device=2.0,
+            total_weights=8.0,
+            loss=3.0,
+        )
+
+
+@pytest.mark.parametrize(("skip", "count"), [(5, 3), (0, 4), (None, None), (1_000, 3)])
+def test_the_steady_state_of_a_plain_log_is_that_of_a_log_with_rampup(
+    skip: int | None, count: int | None
+) -> None:
+    """A log whose steps all logged every figure takes a shorter way to the steady state;
+    one rampup step at the end sends the same steps the long way."""
+    summary = {
+        "slice": Slice.parse("v6e-8"),
+        "precision": Precision.BF16,
+        "profiler_skip": skip,
+        "profiler_steps": count,
+    }
+    records = list(_plain(600, slow=(3, 77, 300, 599)))
+    plain = summarize(records, **summary)  # type: ignore[arg-type]
+    rampup = StepRecord(
+        step=600,
+        seconds=7.4,
+        tflops_per_device=None,
+        tokens_per_device=None,
+        total_weights=None,
+        loss=None,
+        rampup=True,
+    )
+    mixed = summarize([*records, rampup], **summary)  # type: ignore[arg-type]
+    assert plain.steady_steps == mixed.steady_steps
+    assert {**plain.excluded(), 600: "batch-size rampup (no throughput figures)"} == (
+        mixed.excluded()
+    )
+    assert plain.step_seconds == mixed.step_seconds and plain.tokens_check == mixed.tokens_check
+    assert plain.excluded()[40].startswith("outlier: nan s")
+    assert [s for s in (3, 77, 300, 599) if s not in plain.steady_steps] == [3, 77, 300, 599]
+
+
+@pytest.mark.parametrize("limit", [3, 7, 60, 2_000])
+@pytest.mark.parametrize("slow", [(), (900,), tuple(range(100, 1_900, 40))])
+def test_a_bounded_table_picks_from_the_columns_what_it_picks_from_a_stream(
+    limit: int, slow: tuple[int, ...]
+) -> None:
+    m = summarize(
+        _plain(2_000, slow),
+        slice=Slice.parse("v6e-8"),
+        precision=Precision.BF16,
+        profiler_skip=5,
+        profiler_steps=3,
+    )
+    assert isinstance(m.rows, IndexedRows)
+    picked = bounded(m.rows, limit)
+    assert repr(picked) == repr(bounded(iter(list(m.rows)), limit))  # NaN seconds: the text
+    shown = [r for r in picked if isinstance(r, StepRow)]
+    assert len(shown) <= limit and (limit < 2_000 or len(shown) == 2_000)
+    if slow and limit >= 7:
+        assert any(r.step in slow for r in shown)  # an outlier between the first and last

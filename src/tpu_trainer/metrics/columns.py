@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import math
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import overload
+from typing import Any, overload
 
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.store.steps import StepRow, step_extra
@@ -40,6 +41,52 @@ class Fig:
     total_weights: float | None
     loss: float | None
     rampup: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Positions:
+    """Positions ``0`` to ``n - 1`` of a run's columns but the ascending ``left_out`` ones
+    (the steady steps are nearly every step: held as the few they are not, read by slices)."""
+
+    n: int
+    left_out: tuple[int, ...] = ()
+
+    def __len__(self) -> int:
+        return self.n - len(self.left_out)
+
+    def __iter__(self) -> Iterator[int]:
+        for start, end in self.runs():
+            yield from range(start, end)
+
+    def runs(self) -> Iterator[tuple[int, int]]:
+        """The positions as ``range`` bounds, in order."""
+        start = 0
+        for at in (*self.left_out, self.n):
+            if at > start:
+                yield start, at
+            start = max(start, at + 1)
+
+    def picked(self, counts: Iterable[int]) -> list[int]:
+        """The positions that come ``counts``-th (ascending, from 0) among these."""
+        wanted = iter(counts)
+        k, seen, found = next(wanted, None), 0, []
+        for start, end in self.runs():
+            while k is not None and k < seen + end - start:
+                found.append(start + k - seen)
+                k = next(wanted, None)
+            seen += end - start
+        return found
+
+    def without(self, positions: Iterable[int]) -> Positions:
+        """These positions less ``positions``."""
+        return Positions(self.n, tuple(sorted({*self.left_out, *positions})))
+
+    def gather(self, column: array[Any]) -> array[Any]:
+        """``column``'s entries at these positions."""
+        out = array(column.typecode)
+        for start, end in self.runs():
+            out += column[start:end]
+        return out
 
 
 class StepColumns:
@@ -231,6 +278,10 @@ class StepColumns:
     def step(self, i: int) -> int:
         return self._step[i]
 
+    def position(self, step: int) -> int:
+        """Where ``step`` is among the (sealed) steps."""
+        return bisect_left(self._step, step)
+
     def seconds(self, i: int) -> float:
         return self._seconds[i]
 
@@ -254,15 +305,23 @@ class StepColumns:
         for step, flags in zip(self._step, self._flags, strict=True):
             yield step, bool(flags & _RAMPUP), bool(flags & _TFLOPS)
 
-    def present(self, name: str, index: Iterable[int]) -> Iterator[float]:
+    def plain(self) -> bool:
+        """Every step logged every figure, and none was in a batch-size rampup."""
+        return self._flags.count(_ALL) == len(self._flags)
+
+    def present(self, name: str, index: Positions) -> array[float]:
         """The ``tflops``, ``tokens``, ``weights`` or ``seconds`` of the steps at ``index``
         that logged it."""
         column: array[float] = getattr(self, f"_{name}")
-        if name == "seconds":
-            return (column[i] for i in index)
+        if name == "seconds" or self.plain():
+            return index.gather(column)
         bit = _BITS[name]
         flags = self._flags
-        return (column[i] for i in index if flags[i] & bit)
+        return array("d", [column[i] for i in index if flags[i] & bit])
+
+    def steps_at(self, index: Positions) -> tuple[int, ...]:
+        """The step numbers at ``index``."""
+        return tuple(index.gather(self._step))
 
     def rows(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[StepRow]:
         """Each step as a :class:`StepRow` (see :func:`row_of`), made straight from the columns."""
@@ -302,13 +361,21 @@ class StepColumns:
             return column
         return array("d", [v if f & bit else math.nan for v, f in zip(column, flags, strict=True)])
 
-    def weights_per_second(self, index: Iterable[int]) -> Iterator[float]:
+    def weights_per_second(self, index: Positions) -> array[float]:
         """``total_weights / seconds`` of the steps at ``index`` that logged a non-zero
         ``total_weights`` and took time."""
+        if self.plain():
+            weights, seconds = self.present("weights", index), self.present("seconds", index)
+            return array("d", [w / s for w, s in zip(weights, seconds, strict=True) if w and s > 0])
         weights, seconds, flags = self._weights, self._seconds, self._flags
-        for i in index:
-            if flags[i] & _WEIGHTS and weights[i] and seconds[i] > 0:
-                yield weights[i] / seconds[i]
+        return array(
+            "d",
+            [
+                weights[i] / seconds[i]
+                for i in index
+                if flags[i] & _WEIGHTS and weights[i] and seconds[i] > 0
+            ],
+        )
 
     def json_lines(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[str]:
         """Each step as ``json.dumps`` writes its row (``dataclasses.asdict(StepRow)`` and
@@ -435,6 +502,11 @@ class LazyRows(Sequence[StepRow]):
     def json_chunks(self) -> Iterator[list[str]]:
         """The rows' JSON lines, some thousands at a time (:meth:`StepColumns.json_chunks`)."""
         return self._columns.json_chunks(self._per_chip, self._reasons)
+
+    def excluded_positions(self) -> Iterator[tuple[int, str]]:
+        """Each excluded step's position and why it is excluded, by position."""
+        position = self._columns.position
+        return ((position(step), why) for step, why in sorted(self._reasons.items()))
 
     def series(self) -> tuple[array[int], list[array[float]]]:
         """The steps and their charted figures as columns (:meth:`StepColumns.series`)."""
