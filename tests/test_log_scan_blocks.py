@@ -48,6 +48,8 @@ def _special(n: int) -> str | None:
         150: f"[Rampup Batch Size Phase] {plain}",
         160: _step(n, "2.2   "),
         170: _step(155),  # out of order
+        180: _step(n, tail=" [repeated 2x across cluster]"),  # Ray's merge, no colours
+        190: _chatter(n).replace("data loader", "restore completed in 3 s; data loader") + plain,
     }.get(n)
 
 
