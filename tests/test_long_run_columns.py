@@ -1,9 +1,10 @@
 """A long run's views read straight from the step columns (no row object per step) give what
 the row-by-row reading gives: chart and README buckets, the run's tokens and step times, the
-steady state and the bounded step table."""
+steady state, the bounded step table and the JSON text of the figures."""
 
 from __future__ import annotations
 
+import json
 import math
 from array import array
 from collections.abc import Iterator
@@ -13,8 +14,10 @@ import pytest
 
 from conftest import store_with_run
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.metrics.columns import LazyRows, Positions
+from tpu_trainer.metrics.json_text import FloatTexts, float_text
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.ledger import tokens_of, tokens_trained
+from tpu_trainer.metrics.positions import Positions
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.summary import RunMetrics, summarize
 from tpu_trainer.plan.slices import Slice
@@ -200,3 +203,18 @@ def test_a_bounded_table_picks_from_the_columns_what_it_picks_from_a_stream(
     assert len(shown) <= limit and (limit < 2_000 or len(shown) == 2_000)
     if slow and limit >= 7:
         assert any(r.step in slow for r in shown)  # an outlier between the first and last
+
+
+def test_a_column_of_floats_is_written_as_json_dumps_writes_it() -> None:
+    odd = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-300, 7.45, 1e16, -2.5]
+    repeating = FloatTexts()
+    for part in range(6):
+        values = [*odd, *(7.0 + (n % 300) / 1000 for n in range(900)), part / 3]
+        assert repeating(values) == [json.dumps(v) for v in values]
+    assert repeating._known is not None  # a few hundred values: remembered
+    distinct = FloatTexts()
+    for part in range(6):
+        values = [part + n / 7919 for n in range(1_000)]
+        assert distinct(values) == [json.dumps(v) for v in values]
+    assert distinct._known is None  # every value new: formatted in bulk
+    assert [float_text(v) for v in odd] == [json.dumps(v) for v in odd]

@@ -22,7 +22,7 @@ from tpu_trainer.app.results import (
 )
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.metrics.columns import LazyRows
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, write_json, write_jsonl
 from tpu_trainer.metrics.summary import RunMetrics, step_json, summarize

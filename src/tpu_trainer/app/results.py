@@ -11,7 +11,7 @@ from typing import Any
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.maxtext.log_scan import scan_log
-from tpu_trainer.metrics.columns import LazyRows
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.ledger import report_figures, run_ledger
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics

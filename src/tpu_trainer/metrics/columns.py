@@ -5,8 +5,9 @@ about half a kilobyte, a row here 41 bytes (five ``array('d')`` figures, the ste
 ``array('q')`` and one byte of flags), so 500 000 steps take 20 MB. Steps are added as the
 log is read (:meth:`StepColumns.add`, the first line of a step wins, as several workers or Ray
 without dedup repeat them), put in step order once at the end (:meth:`StepColumns.seal`), and
-read back one at a time (:meth:`StepColumns.fig`) or as :class:`StepRow` on demand
-(:class:`LazyRows`).
+read back one at a time (:meth:`StepColumns.fig`), by slices (a
+:class:`~tpu_trainer.metrics.positions.Positions`), or as :class:`StepRow` on demand
+(:class:`~tpu_trainer.metrics.lazy_rows.LazyRows`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import json
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, overload
 
+from tpu_trainer.metrics.json_text import FloatTexts
+from tpu_trainer.metrics.positions import Positions
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.store.steps import StepRow, step_extra
 
@@ -41,52 +43,6 @@ class Fig:
     total_weights: float | None
     loss: float | None
     rampup: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Positions:
-    """Positions ``0`` to ``n - 1`` of a run's columns but the ascending ``left_out`` ones
-    (the steady steps are nearly every step: held as the few they are not, read by slices)."""
-
-    n: int
-    left_out: tuple[int, ...] = ()
-
-    def __len__(self) -> int:
-        return self.n - len(self.left_out)
-
-    def __iter__(self) -> Iterator[int]:
-        for start, end in self.runs():
-            yield from range(start, end)
-
-    def runs(self) -> Iterator[tuple[int, int]]:
-        """The positions as ``range`` bounds, in order."""
-        start = 0
-        for at in (*self.left_out, self.n):
-            if at > start:
-                yield start, at
-            start = max(start, at + 1)
-
-    def picked(self, counts: Iterable[int]) -> list[int]:
-        """The positions that come ``counts``-th (ascending, from 0) among these."""
-        wanted = iter(counts)
-        k, seen, found = next(wanted, None), 0, []
-        for start, end in self.runs():
-            while k is not None and k < seen + end - start:
-                found.append(start + k - seen)
-                k = next(wanted, None)
-            seen += end - start
-        return found
-
-    def without(self, positions: Iterable[int]) -> Positions:
-        """These positions less ``positions``."""
-        return Positions(self.n, tuple(sorted({*self.left_out, *positions})))
-
-    def gather(self, column: array[Any]) -> array[Any]:
-        """``column``'s entries at these positions."""
-        out = array(column.typecode)
-        for start, end in self.runs():
-            out += column[start:end]
-        return out
 
 
 class StepColumns:
@@ -407,21 +363,26 @@ class StepColumns:
         self, per_chip: int, reasons: Mapping[int, str], size: int = 10_000
     ) -> Iterator[list[str]]:
         """:meth:`json_lines` ``size`` steps at a time, each column's numbers formatted at once
-        (``json.dumps`` of the column's floats: ``repr``, ``NaN``, ``Infinity``)."""
+        (:class:`~tpu_trainer.metrics.json_text.FloatTexts`)."""
+        texts = [FloatTexts() for _ in range(7)]
         for at in range(0, len(self._step), size):
             end = at + size
             steps = self._step[at:end]
             tflops, tokens = self._tflops[at:end], self._tokens[at:end]
             text = [
-                _floats(c)
-                for c in (
-                    self._seconds[at:end],
-                    tflops,
-                    [t * per_chip for t in tflops],
-                    tokens,
-                    [t * per_chip for t in tokens],
-                    self._weights[at:end],
-                    self._loss[at:end],
+                write(c)
+                for write, c in zip(
+                    texts,
+                    (
+                        self._seconds[at:end],
+                        tflops,
+                        [t * per_chip for t in tflops],
+                        tokens,
+                        [t * per_chip for t in tokens],
+                        self._weights[at:end],
+                        self._loss[at:end],
+                    ),
+                    strict=True,
                 )
             ]
             _nulls(self._flags[at:end], text)
@@ -442,12 +403,6 @@ _NULLABLE = ((1, _TFLOPS), (2, _TFLOPS), (3, _TOKENS), (4, _TOKENS), (5, _WEIGHT
 """Which formatted column (after ``seconds``) a missing figure's flag makes ``null``."""
 
 
-def _floats(values: Iterable[float]) -> list[str]:
-    """Each float as ``json.dumps`` writes it."""
-    text = json.dumps(list(values))[1:-1]
-    return text.split(", ") if text else []
-
-
 def _nulls(flags: bytearray, text: list[list[str]]) -> None:
     """``null`` in ``text`` where a row's flags say the figure was not logged."""
     if flags.count(_ALL) == len(flags):
@@ -457,80 +412,3 @@ def _nulls(flags: bytearray, text: list[list[str]]) -> None:
             for column, bit in _NULLABLE:
                 if not f & bit:
                     text[column][i] = "null"
-
-
-class LazyRows(Sequence[StepRow]):
-    """The steps as :class:`StepRow`, each made when it is read."""
-
-    def __init__(self, columns: StepColumns, per_chip: int, reasons: Mapping[int, str]) -> None:
-        self._columns, self._per_chip, self._reasons = columns, per_chip, reasons
-
-    @property
-    def reasons(self) -> Mapping[int, str]:
-        """Why each excluded step is excluded, by step (steady steps are not in it)."""
-        return self._reasons
-
-    def __len__(self) -> int:
-        return len(self._columns)
-
-    @overload
-    def __getitem__(self, i: int) -> StepRow: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[StepRow]: ...
-    def __getitem__(self, i: int | slice) -> StepRow | Sequence[StepRow]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return row_of(
-            self._columns.fig(i), self._per_chip, self._reasons.get(self._columns.step(i))
-        )
-
-    def __iter__(self) -> Iterator[StepRow]:
-        return self._columns.rows(self._per_chip, self._reasons)
-
-    def json_lines(self) -> Iterator[str]:
-        """Each row as one line of JSON (see :meth:`StepColumns.json_lines`)."""
-        return self._columns.json_lines(self._per_chip, self._reasons)
-
-    def store_values(self, run_id: str) -> Iterator[tuple[object, ...]]:
-        """The rows as the store's ``steps`` table holds them (:meth:`StepColumns.store_values`)."""
-        return self._columns.store_values(run_id, self._reasons)
-
-    def json_chunks(self) -> Iterator[list[str]]:
-        """The rows' JSON lines, some thousands at a time (:meth:`StepColumns.json_chunks`)."""
-        return self._columns.json_chunks(self._per_chip, self._reasons)
-
-    def excluded_positions(self) -> Iterator[tuple[int, str]]:
-        """Each excluded step's position and why it is excluded, by position."""
-        position = self._columns.position
-        return ((position(step), why) for step, why in sorted(self._reasons.items()))
-
-    def series(self) -> tuple[array[int], list[array[float]]]:
-        """The steps and their charted figures as columns (:meth:`StepColumns.series`)."""
-        return self._columns.series(self._per_chip)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def row_of(f: Fig, per_chip: int, excluded: str | None) -> StepRow:
-    """One step's :class:`StepRow`: per-chip figures are per-device ones × ``per_chip``."""
-    tflops, tokens = f.tflops_per_device, f.tokens_per_device
-    return StepRow(
-        step=f.step,
-        seconds=f.seconds,
-        tflops_per_device=tflops,
-        tflops_per_chip=None if tflops is None else tflops * per_chip,
-        tokens_per_device=tokens,
-        tokens_per_chip=None if tokens is None else tokens * per_chip,
-        total_weights=f.total_weights,
-        loss=f.loss,
-        excluded=excluded,
-    )

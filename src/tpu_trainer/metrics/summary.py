@@ -22,7 +22,9 @@ from itertools import groupby
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.metrics.columns import Fig, LazyRows, Positions, StepColumns
+from tpu_trainer.metrics.columns import Fig, StepColumns
+from tpu_trainer.metrics.lazy_rows import LazyRows
+from tpu_trainer.metrics.positions import Positions
 from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.steps import StepRow
