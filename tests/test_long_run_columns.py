@@ -22,7 +22,7 @@ from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.summary import RunMetrics, summarize
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.report.downsample import Stat, StepBucket, bucket_series, bucket_steps_by
-from tpu_trainer.report.step_table import IndexedRows, bounded
+from tpu_trainer.report.step_table import IndexedRows, bounded, ranges
 from tpu_trainer.store.db import StepRow
 
 pytestmark = pytest.mark.unit
@@ -218,3 +218,27 @@ def test_a_column_of_floats_is_written_as_json_dumps_writes_it() -> None:
         assert distinct(values) == [json.dumps(v) for v in values]
     assert distinct._known is None  # every value new: formatted in bulk
     assert [float_text(v) for v in odd] == [json.dumps(v) for v in odd]
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [
+        [1, 2, 3, 7],
+        [],
+        [5],
+        [*range(2, 5), *range(8, 50_000), *range(50_001, 100_000)],
+        list(range(0, 40, 2)),
+        [3, 3, 4, 9, 8, 7],  # not rising: read one by one
+        [5, 5],
+    ],
+)
+def test_step_ranges(numbers: list[int]) -> None:
+    runs: list[list[int]] = []
+    for n in numbers:  # the plain way
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    expected = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    assert ranges(numbers) == expected
+    assert ranges(tuple(numbers), "–") == expected.replace("-", "–")

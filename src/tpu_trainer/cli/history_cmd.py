@@ -165,7 +165,7 @@ def _show_text(store: RunStore, row: RunRow, limit: int | None, ledger: Ledger) 
 def _steady(chosen: object) -> str:
     """The steady steps as stored; a long run's as ranges and a count."""
     from tpu_trainer.metrics.stream import LONG_RUN_STEPS
-    from tpu_trainer.metrics.summary import ranges
+    from tpu_trainer.report.step_table import ranges
 
     if isinstance(chosen, list) and len(chosen) > LONG_RUN_STEPS:
         return f"{ranges(chosen)} ({len(chosen):,} steps)"

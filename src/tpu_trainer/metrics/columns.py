@@ -153,10 +153,11 @@ class StepColumns:
         if not n:
             return
         first, last = steps[0], steps[-1]
+        run = last - first == n - 1 and steps == array("q", range(first, last + 1))
         fresh = (
             first >= 0
             and last < _BITMAP_LIMIT
-            and all(a < b for a, b in pairwise(steps))
+            and (run or all(a < b for a, b in pairwise(steps)))
             and self._seen.find(1, first, last + 1) < 0
         )
         if not fresh:
@@ -167,7 +168,7 @@ class StepColumns:
             return
         if len(self._seen) <= last:
             self._seen.extend(bytes(max(last + 1 - len(self._seen), len(self._seen))))
-        if last - first == n - 1:
+        if run:
             self._seen[first : last + 1] = b"\x01" * n
         else:
             for step in steps:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from itertools import groupby
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
@@ -27,6 +26,7 @@ from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.positions import Positions
 from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.report.step_table import ranges
 from tpu_trainer.store.steps import StepRow
 
 MISMATCH_LIMIT = 0.05
@@ -428,9 +428,3 @@ def _notes(
             f"{slice.jax_devices}: check --slice"
         )
     return notes
-
-
-def ranges(numbers: Sequence[int]) -> str:
-    """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
-    runs = [[n for _, n in g] for _, g in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

@@ -11,10 +11,12 @@ of ``limit`` steps or fewer comes back whole.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import groupby, islice
+from operator import lt
 from typing import Protocol, runtime_checkable
 
 from tpu_trainer.store.steps import StepRow
@@ -127,3 +129,23 @@ def _with_absent(chosen: list[tuple[int, StepRow]]) -> list[StepRow | Gap]:
         out.append(row)
         previous = (at, row)
     return out
+
+
+def ranges(numbers: Sequence[int], dash: str = "-") -> str:
+    """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
+    return ", ".join(str(a) if a == b else f"{a}{dash}{b}" for a, b in _runs(numbers))
+
+
+def _runs(numbers: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """The first and last number of each run of consecutive ``numbers``."""
+    n = len(numbers)
+    if not all(map(lt, numbers, islice(numbers, 1, None))):
+        for _, group in groupby(enumerate(numbers), lambda p: p[1] - p[0]):
+            run = [number for _, number in group]
+            yield run[0], run[-1]
+        return
+    at = 0  # rising: along a run ``number - position`` stays the same, and it only grows
+    while at < n:
+        end = bisect_right(range(n), numbers[at] - at, lo=at, key=lambda k: numbers[k] - k)
+        yield numbers[at], numbers[end - 1]
+        at = end
