@@ -228,11 +228,12 @@ def write_report(
 
 
 def report_to_json(report: RunReport, model_dir: Path | None) -> dict[str, Any]:
-    """What ``tpu-trainer report RUN`` needs to write the README again later."""
-    from dataclasses import asdict
+    """What ``tpu-trainer report RUN`` needs to write the README again later (the fields as
+    they are: a long run's steady steps are not copied one by one)."""
+    from dataclasses import fields
 
     return {
-        **asdict(report),
+        **{f.name: getattr(report, f.name) for f in fields(report)},
         "steps": steps_to_json(report.steps),
         "step_buckets": [b.to_json() for b in report.step_buckets],
         "chart_buckets": [b.to_json() for b in report.chart_buckets],
