@@ -76,7 +76,7 @@ def _metrics(tally: LogTally) -> RunMetrics:
     )
 
 
-@pytest.mark.parametrize("block", [61, 997, 4096, 1 << 22])
+@pytest.mark.parametrize("block", [61, 997, 4096, 1 << 20, 1 << 22])
 def test_the_block_reader_agrees_with_the_line_reader(
     block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

