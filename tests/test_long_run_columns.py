@@ -213,8 +213,8 @@ def test_a_column_of_floats_is_written_as_json_dumps_writes_it() -> None:
         assert repeating(values) == [json.dumps(v) for v in values]
     assert repeating._known is not None  # a few hundred values: remembered
     distinct = FloatTexts()
-    for part in range(6):
-        values = [part + n / 7919 for n in range(1_000)]
+    for part in range(5):
+        values = [part + n / 17389 for n in range(10_000)]
         assert distinct(values) == [json.dumps(v) for v in values]
     assert distinct._known is None  # every value new: formatted in bulk
     assert [float_text(v) for v in odd] == [json.dumps(v) for v in odd]

@@ -361,7 +361,7 @@ class StepColumns:
             )
 
     def json_chunks(
-        self, per_chip: int, reasons: Mapping[int, str], size: int = 10_000
+        self, per_chip: int, reasons: Mapping[int, str], size: int = 2_000
     ) -> Iterator[list[str]]:
         """:meth:`json_lines` ``size`` steps at a time, each column's numbers formatted at once
         (:class:`~tpu_trainer.metrics.json_text.FloatTexts`)."""

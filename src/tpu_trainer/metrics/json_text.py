@@ -15,14 +15,14 @@ import math
 from collections.abc import Sequence
 
 KNOWN_LIMIT = 50_000
-"""Values a column remembers at most (about 5 MB); past it, or when a part of the column after
-the first few is still mostly new values, the column is formatted in bulk."""
+"""Values a column remembers at most (about 5 MB); past it, or when a part of the column past
+its first values is still mostly new ones, the column is formatted in bulk."""
 MOSTLY_NEW = 0.4
 """The share of new values in a part above which looking values up costs more than
 formatting them all."""
-FIRST_PARTS = 3
-"""Parts a column fills its memory with before its share of new values is judged (the first
-parts of any column are mostly new values)."""
+JUDGED_AFTER = 30_000
+"""Values a column fills its memory with before its share of new values is judged (the first
+values of any column are mostly new)."""
 
 
 def floats(values: Sequence[float]) -> list[str]:
@@ -56,7 +56,7 @@ class FloatTexts:
 
     def __init__(self) -> None:
         self._known: _Known | None = _Known()
-        self._parts = 0
+        self._seen = 0
 
     def __call__(self, values: Sequence[float]) -> list[str]:
         known = self._known
@@ -64,9 +64,9 @@ class FloatTexts:
             return floats(values)
         before = len(known)
         text = list(map(known.__getitem__, values))
-        self._parts += 1
+        self._seen += len(values)
         new = len(known) - before
-        judged = self._parts > FIRST_PARTS and new > len(values) * MOSTLY_NEW
+        judged = self._seen > JUDGED_AFTER and new > len(values) * MOSTLY_NEW
         if judged or len(known) > KNOWN_LIMIT:
             self._known = None  # the values rarely repeat: remembering them does not pay
         return text
