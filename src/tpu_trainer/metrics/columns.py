@@ -388,18 +388,25 @@ class StepColumns:
             ]
             _nulls(self._flags[at:end], text)
             why = list(map(reasons.get, steps))
-            excluded = ["null" if w is None else json.dumps(w) for w in why]
-            steady = ["true" if w is None else "false" for w in why]
-            yield list(
-                map(_JSON_ROW.__mod__, zip(map(str, steps), *text, excluded, steady, strict=True))
-            )
+            if why.count(None) == len(why):
+                ends = [_STEADY_END] * len(why)
+            else:
+                ends = [_STEADY_END if w is None else _excluded_end(w) for w in why]
+            yield list(map(_JSON_ROW.__mod__, zip(map(str, steps), *text, ends, strict=True)))
 
 
 _JSON_ROW = (
     '{"step": %s, "seconds": %s, "tflops_per_device": %s, "tflops_per_chip": %s, '
-    '"tokens_per_device": %s, "tokens_per_chip": %s, "total_weights": %s, "loss": %s, '
-    '"excluded": %s, "steady": %s}'
+    '"tokens_per_device": %s, "tokens_per_chip": %s, "total_weights": %s, "loss": %s, %s'
 )
+_STEADY_END = '"excluded": null, "steady": true}'
+"""How a steady step's JSON line ends."""
+
+
+def _excluded_end(why: str) -> str:
+    return f'"excluded": {json.dumps(why)}, "steady": false}}'
+
+
 _NULLABLE = ((1, _TFLOPS), (2, _TFLOPS), (3, _TOKENS), (4, _TOKENS), (5, _WEIGHTS), (6, _LOSS))
 """Which formatted column (after ``seconds``) a missing figure's flag makes ``null``."""
 
