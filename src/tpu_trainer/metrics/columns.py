@@ -313,9 +313,9 @@ class StepColumns:
         ]
 
     def _or_nan(self, column: array[float], bit: int) -> array[float]:
-        flags = self._flags
-        if flags.count(_ALL) == len(flags):
+        if self.plain():
             return column
+        flags = self._flags
         return array("d", [v if f & bit else math.nan for v, f in zip(column, flags, strict=True)])
 
     def weights_per_second(self, index: Positions) -> array[float]:
