@@ -221,6 +221,23 @@ def test_show_prints_a_bounded_step_table(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(shown.output.splitlines()) < 90
     every = CliRunner().invoke(app, ["show", "r1", "--steps", "all"], env={"COLUMNS": "200"})
     assert len(every.output.splitlines()) > 5_000
+    as_json = CliRunner().invoke(app, ["show", "r1", "--json"]).output  # steps in pieces
+    data = json.loads(as_json)
+    assert as_json == json.dumps(data, indent=2) + "\n"  # as one json.dumps writes it
+    assert [s["step"] for s in data["steps"]] == list(range(5_000))
+    assert data["steps"][4_000]["excluded"].startswith("outlier")
+
+
+def test_show_json_of_a_run_without_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from tpu_trainer.cli.main import app
+
+    monkeypatch.setenv("TPU_TRAINER_HOME", str(tmp_path))
+    _store(tmp_path).close()
+    shown = CliRunner().invoke(app, ["show", "r1", "--json"]).output
+    assert json.loads(shown)["steps"] == [] and '"steps": []' in shown
+    assert shown == json.dumps(json.loads(shown), indent=2) + "\n"
 
 
 # ---- the README section of a long run --------------------------------------------------------
