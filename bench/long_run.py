@@ -15,8 +15,10 @@ process so that its peak RSS is its own (``os.wait4``'s resource usage of that c
   README write, the charts;
 * the README section's length and whether the loss chart's buckets keep the spike.
 
-Prints a table per size, the growth from 10 k to 500 k steps (cost per step at 500 k over cost
-per step at 10 k: 1.0 is linear), and the targets. Exit 1 when a target is missed.
+Prints a table per size (with the load average before and after it: the machine may be
+shared, and CPU seconds are the figures that do not depend on it), the growth from 10 k to
+500 k steps (cost per step at 500 k over cost per step at 10 k: 1.0 is linear), and the
+targets. Exit 1 when a target is missed.
 
 Usage: python bench/long_run.py [--sizes 20,10000,100000,500000] [--dir DIR]
 """
@@ -156,7 +158,7 @@ def _stages(log: Path, *, whole: bool) -> dict[str, Any]:
 def _measure(log: Path, steps: int) -> dict[str, Any]:
     cli = str(cli_path())
     size = log.stat().st_size / MB
-    row: dict[str, Any] = {"steps": steps, "mb": size}
+    row: dict[str, Any] = {"steps": steps, "mb": size, "load": [os.getloadavg()[0]]}
     for name, extra in (("table", []), ("json", ["--json"])):
         wall, cpu, rss, _ = _run_child([cli, "collect", str(log), "--slice", "tpu7x-4x4x8", *extra])
         row[name] = {"wall": wall, "cpu": cpu, "rss": rss, "mb_s": size / wall}
@@ -173,12 +175,14 @@ def _measure(log: Path, steps: int) -> dict[str, Any]:
     row["record"] = {"wall": wall, "cpu": cpu, "rss": rss, **json.loads(out.splitlines()[-1])}
     wall, cpu, rss, out = _run_child([*me, "--child", "parts", str(log)])
     row["parts"] = {"wall": wall, "cpu": cpu, "rss": rss, **json.loads(out.splitlines()[-1])}
+    row["load"].append(os.getloadavg()[0])
     return row
 
 
 def _print_row(r: dict[str, Any]) -> None:
     p, rec = r["parts"], r["record"]
-    print(f"\n{r['steps']:,} steps, {r['mb']:.1f} MB of log")
+    load = " → ".join(f"{a:.1f}" for a in r["load"])
+    print(f"\n{r['steps']:,} steps, {r['mb']:.1f} MB of log (load average {load})")
     for name in ("table", "json"):
         c = r[name]
         print(

@@ -14,7 +14,7 @@ import pytest
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.plan import Plan, PlanOptions
-from tpu_trainer.store.db import RunStore
+from tpu_trainer.store.db import RunMode, RunStore
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
@@ -84,6 +84,30 @@ def plan_for(relative: str, **opts: object) -> Plan:
         return plan_request(Request(relative, config_path=CONFIG), options)
 
 
+def store_with_run(
+    folder: Path,
+    mode: RunMode = RunMode.REAL,
+    launcher: LaunchPath = LaunchPath.XPK,
+    device_type: str = "tpu7x-256",
+) -> RunStore:
+    """A run store in ``folder`` holding one bare run, ``r1`` (model ``m``)."""
+    store = RunStore(folder / "runs.db", mode)
+    store.create_run(
+        "r1",
+        model="m",
+        request="r",
+        launcher=launcher,
+        device_type=device_type,
+        precision="bf16",
+        project=None,
+        cluster=None,
+        region=None,
+        zone=None,
+        plan_json=None,
+    )
+    return store
+
+
 def check_golden(path: Path, text: str, update: bool) -> None:
     """Compare ``text`` with the golden file ``path`` (refresh with ``pytest --update-golden``)."""
     if update or not path.exists():
@@ -129,22 +153,3 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         "TPU_TRAINER_CACHE": str(cache_dir()),
         "COLUMNS": "200",
     }
-
-
-def store_with_run(path: Path, run_id: str = "r1", device_type: str = "tpu7x-8") -> RunStore:
-    """A run store at ``path`` holding one GKE run ``run_id`` (no plan, no steps yet)."""
-    store = RunStore(path)
-    store.create_run(
-        run_id,
-        model="m",
-        request="req",
-        launcher=LaunchPath.XPK,
-        device_type=device_type,
-        precision="bf16",
-        project="p",
-        cluster="c",
-        region="us-central1",
-        zone=None,
-        plan_json=None,
-    )
-    return store

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_with_run
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.frameworks.vm_program import LogFormat
@@ -19,21 +20,7 @@ pytestmark = pytest.mark.unit
 
 
 def _store(tmp_path: Path) -> RunStore:
-    store = RunStore(tmp_path / "runs.db", RunMode.REHEARSAL)
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=LaunchPath.TPU_VM,
-        device_type="v6e-8",
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json=None,
-    )
-    return store
+    return store_with_run(tmp_path, RunMode.REHEARSAL, LaunchPath.TPU_VM, "v6e-8")
 
 
 def _line(n: int, loss: float = 2.5) -> str:

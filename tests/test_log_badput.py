@@ -182,7 +182,7 @@ def test_the_restore_bucket_comes_from_a_restored_run() -> None:
 
 
 def _run_with_steps(tmp_path: Path, seconds: dict[int, float]) -> RunStore:
-    store = store_with_run(tmp_path / "runs.db", device_type="v5p-32")
+    store = store_with_run(tmp_path, device_type="v5p-32")
     store.record_steps("r1", [{"step": n, "seconds": s} for n, s in seconds.items()])
     return store
 

@@ -48,6 +48,8 @@ def _special(n: int) -> str | None:
         150: f"[Rampup Batch Size Phase] {plain}",
         160: _step(n, "2.2   "),
         170: _step(155),  # out of order
+        180: _step(n, tail=" [repeated 2x across cluster]"),  # Ray's merge, no colours
+        190: _chatter(n).replace("data loader", "restore completed in 3 s; data loader") + plain,
     }.get(n)
 
 
@@ -74,7 +76,7 @@ def _metrics(tally: LogTally) -> RunMetrics:
     )
 
 
-@pytest.mark.parametrize("block", [61, 997, 4096, 1 << 22])
+@pytest.mark.parametrize("block", [61, 997, 4096, 1 << 20, 1 << 22])
 def test_the_block_reader_agrees_with_the_line_reader(
     block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

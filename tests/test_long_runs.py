@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, check_golden
+from conftest import GOLDEN, check_golden, store_with_run
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.results import (
     report_from_json,
@@ -22,8 +22,7 @@ from tpu_trainer.app.results import (
 )
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.metrics.columns import LazyRows
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, write_json, write_jsonl
 from tpu_trainer.metrics.summary import RunMetrics, step_json, summarize
@@ -31,7 +30,7 @@ from tpu_trainer.plan.slices import Slice
 from tpu_trainer.report import RunReport, render_readme
 from tpu_trainer.report.downsample import StepBucket, bucket_steps, nice_width
 from tpu_trainer.report.step_table import Gap, bounded
-from tpu_trainer.store.db import RunMode, RunStore, StepRow
+from tpu_trainer.store.db import RunStore, StepRow
 
 pytestmark = pytest.mark.unit
 
@@ -187,21 +186,7 @@ def test_out_of_order_and_repeated_steps_as_before() -> None:
 
 # ---- store -----------------------------------------------------------------------------------
 def _store(folder: Path) -> RunStore:
-    store = RunStore(folder / "runs.db", RunMode.REAL)
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=LaunchPath.XPK,
-        device_type="tpu7x-256",
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json=None,
-    )
-    return store
+    return store_with_run(folder)
 
 
 def test_steps_are_stored_from_a_stream_in_batches(tmp_path: Path) -> None:
@@ -236,6 +221,23 @@ def test_show_prints_a_bounded_step_table(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(shown.output.splitlines()) < 90
     every = CliRunner().invoke(app, ["show", "r1", "--steps", "all"], env={"COLUMNS": "200"})
     assert len(every.output.splitlines()) > 5_000
+    as_json = CliRunner().invoke(app, ["show", "r1", "--json"]).output  # steps in pieces
+    data = json.loads(as_json)
+    assert as_json == json.dumps(data, indent=2) + "\n"  # as one json.dumps writes it
+    assert [s["step"] for s in data["steps"]] == list(range(5_000))
+    assert data["steps"][4_000]["excluded"].startswith("outlier")
+
+
+def test_show_json_of_a_run_without_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from tpu_trainer.cli.main import app
+
+    monkeypatch.setenv("TPU_TRAINER_HOME", str(tmp_path))
+    _store(tmp_path).close()
+    shown = CliRunner().invoke(app, ["show", "r1", "--json"]).output
+    assert json.loads(shown)["steps"] == [] and '"steps": []' in shown
+    assert shown == json.dumps(json.loads(shown), indent=2) + "\n"
 
 
 # ---- the README section of a long run --------------------------------------------------------
@@ -271,6 +273,7 @@ def test_a_long_run_readme_section_is_summarised(lang: str, update_golden: bool)
     text = render_readme(report, lang=lang, plot_links=("a-step_time.png",))  # type: ignore[arg-type]
     check_golden(GOLDEN / "report" / f"long_run_{lang}.md", text, update_golden)
     assert len(text.splitlines()) < 200
+    assert max(len(line) for line in text.splitlines()) < 400  # no line lists every step
     assert "| 50000–51999 | " in text and "9.500)" in text  # the spike's bucket keeps its max
     assert "| 0 | 485.00 |" in text and "| 99999 | " in text
 

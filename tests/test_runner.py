@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tpu_trainer.infra import runner
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import (
     CommandFailed,
@@ -35,6 +36,21 @@ def test_runner_streams_lines() -> None:
         on_line=lambda s, line: lines.append((s, line)),
     )
     assert lines == [("stdout", "a"), ("stdout", "b")]
+
+
+def test_a_streamed_command_keeps_only_its_last_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A followed log goes to ``on_line`` line by line; the result keeps its tail only."""
+    monkeypatch.setattr(runner, "STREAMED_TAIL", 10_000)
+    seen: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    script = "import sys\nfor n in range(50_000): print(f'line {n}')\nsys.stderr.write('err\\n')"
+    r = SubprocessRunner().run(
+        [sys.executable, "-c", script], on_line=lambda name, line: seen[name].append(line)
+    )
+    assert len(seen["stdout"]) == 50_000 and seen["stdout"][-1] == "line 49999"
+    assert 9_990 < len(r.stdout) <= 10_000 and r.stdout.endswith("line 49999\n")
+    assert r.stdout.startswith("line ") and r.stderr == "err\n"
+    whole = SubprocessRunner().run([sys.executable, "-c", script])
+    assert whole.stdout.count("\n") == 50_000  # not streamed: every line
 
 
 def test_runner_times_out_with_124() -> None:

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_an_interruption_ends_a_segment_and_its_cost_is_kept_on_the_next(tmp_path: Path) -> None:
-    store = store_with_run(tmp_path / "runs.db")
+    store = store_with_run(tmp_path)
     first = store.start_segment("r1", "us-central1-c")
     store.segment_first_step("r1", first, wasted_steps=5)  # a first segment redoes nothing
     store.end_segment("r1", first, SegmentEnd("preempted", 34, 30, None))

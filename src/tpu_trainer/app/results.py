@@ -11,12 +11,17 @@ from typing import Any
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.frameworks.maxtext.log_scan import scan_log
-from tpu_trainer.metrics.columns import LazyRows
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.ledger import report_figures, run_ledger
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.report.downsample import StepBucket, bucket_steps_by, nice_width
+from tpu_trainer.report.downsample import (
+    StepBucket,
+    bucket_series,
+    bucket_steps_by,
+    nice_width,
+)
 from tpu_trainer.report.model import (
     Outcome,
     ReportLang,
@@ -85,7 +90,10 @@ def report_steps(metrics: RunMetrics) -> dict[str, Any]:
     span = rows[-1].step - rows[0].step + 1
     edge = REPORT_EDGE_STEPS
     widths = (nice_width(span, README_ROWS), nice_width(span, CHART_BUCKETS))
-    readme, chart = bucket_steps_by(rows, widths)
+    if isinstance(rows, LazyRows):  # straight from the columns, no row objects
+        readme, chart = bucket_series(*rows.series(), widths)
+    else:
+        readme, chart = bucket_steps_by(rows, widths)
     return {
         "steps": (*rows[:edge], *rows[-edge:]),
         "steps_logged": len(rows),
@@ -220,11 +228,12 @@ def write_report(
 
 
 def report_to_json(report: RunReport, model_dir: Path | None) -> dict[str, Any]:
-    """What ``tpu-trainer report RUN`` needs to write the README again later."""
-    from dataclasses import asdict
+    """What ``tpu-trainer report RUN`` needs to write the README again later (the fields as
+    they are: a long run's steady steps are not copied one by one)."""
+    from dataclasses import fields
 
     return {
-        **asdict(report),
+        **{f.name: getattr(report, f.name) for f in fields(report)},
         "steps": steps_to_json(report.steps),
         "step_buckets": [b.to_json() for b in report.step_buckets],
         "chart_buckets": [b.to_json() for b in report.chart_buckets],

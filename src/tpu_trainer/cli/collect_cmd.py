@@ -210,7 +210,7 @@ def _summary_rows(m: RunMetrics) -> list[tuple[str, str]]:
 def _steady_text(m: RunMetrics) -> str:
     """The steady steps: every number for a short run, ranges and a count for a long one."""
     from tpu_trainer.metrics.stream import LONG_RUN_STEPS
-    from tpu_trainer.metrics.summary import ranges
+    from tpu_trainer.report.step_table import ranges
 
     chosen = m.steady_steps
     if len(chosen) <= LONG_RUN_STEPS:

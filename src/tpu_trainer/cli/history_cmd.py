@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -79,12 +81,27 @@ def show(run_id: RunArg, as_json: JsonOpt = False, steps: StepsOpt = "60") -> No
     if not as_json:
         _show_text(store, row, limit, ledger)
         return
-    data = {
-        **_details(store, row, ledger),
-        "commands": len(store.commands(run_id)),
-        "steps": store.steps(run_id),
-    }
-    typer.echo(json.dumps(data, indent=2, default=str))
+    data = {**_details(store, row, ledger), "commands": len(store.commands(run_id))}
+    _echo_with_steps(data, store.iter_steps(run_id))
+
+
+_STEPS = "\u0000steps\u0000"
+"""Where the steps go in ``show --json``'s indented document (written in pieces)."""
+_STEPS_AT_ONCE = 1_000
+
+
+def _echo_with_steps(data: dict[str, Any], steps: Iterator[dict[str, Any]]) -> None:
+    """``json.dumps({**data, "steps": [*steps]}, indent=2)`` and a newline, written some
+    steps at a time: a long run's steps are never all held."""
+    head = json.dumps({**data, "steps": _STEPS}, indent=2, default=str)
+    before, after = head.split(json.dumps(_STEPS))
+    typer.echo(before, nl=False)
+    opening = "[\n"
+    while part := list(islice(steps, _STEPS_AT_ONCE)):
+        text = json.dumps(part, indent=2, default=str)  # "[\n  {...},\n  {...}\n]"
+        typer.echo(opening + "  " + text[2:-2].replace("\n", "\n  "), nl=False)
+        opening = ",\n"
+    typer.echo(("[]" if opening == "[\n" else "\n  ]") + after)
 
 
 def _details(store: RunStore, row: RunRow, ledger: Ledger) -> dict[str, Any]:
@@ -165,7 +182,7 @@ def _show_text(store: RunStore, row: RunRow, limit: int | None, ledger: Ledger) 
 def _steady(chosen: object) -> str:
     """The steady steps as stored; a long run's as ranges and a count."""
     from tpu_trainer.metrics.stream import LONG_RUN_STEPS
-    from tpu_trainer.metrics.summary import ranges
+    from tpu_trainer.report.step_table import ranges
 
     if isinstance(chosen, list) and len(chosen) > LONG_RUN_STEPS:
         return f"{ranges(chosen)} ({len(chosen):,} steps)"

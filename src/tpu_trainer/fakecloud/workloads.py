@@ -83,8 +83,8 @@ def _log(state: State, name: str, spec: dict[str, Any], command: str) -> tuple[s
     """Worker 0's log (see :mod:`maxtext_log`), and whether the slice is reclaimed under it."""
     base = str(spec["log"])
     after = spec.get("reclaim_after_step")
-    if after is None:
-        return (mlog.default_log(base, command) if base == mlog.DEFAULT_LOG else base), False
+    if after is None:  # the default log's steps are made when it is read (see log_of)
+        return base, False
     reclaimed = state.setdefault("reclaimed", {})
     if name not in reclaimed:
         reclaimed[name] = mlog.durable_before(int(after), command)
@@ -410,7 +410,10 @@ def log_of(wl: dict[str, Any], j: int, i: int, container: str) -> str:
     every_host = quiet > 0 and after is not None
     if j == 0 and (i == 0 or every_host) and container == wl["containers"][0]:
         stop = int(str(after)) - 1 if every_host and i == quiet else after
-        text = _until_step(str(wl["log"]), stop)
+        text = str(wl["log"])
+        if text == mlog.DEFAULT_LOG:  # carried on to the command's last step: not kept in the
+            text = mlog.default_log(text, str(wl["command"]))  # state, read at every call
+        text = _until_step(text, stop)
         return text if text.endswith("\n") or not text else text + "\n"
     if wl.get("other_hosts_log"):
         text = str(wl["other_hosts_log"])

@@ -1,7 +1,8 @@
 """The one way the tool runs gcloud, kubectl, xpk and friends: argv lists, never a shell.
 
 ``SubprocessRunner`` runs for real (with a timeout, optional line streaming, and a recorder that
-sees every call with secrets redacted). ``DryRunRunner`` passes read-only commands through and
+sees every call with secrets redacted; a streamed command's result keeps the last
+:data:`STREAMED_TAIL` characters of its standard output). ``DryRunRunner`` passes read-only commands through and
 records, without running, everything that would change the cloud.
 """
 
@@ -11,6 +12,7 @@ import os
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -152,19 +154,41 @@ class SubprocessRunner:
             self.recorder(self._redacted(result))
 
 
+STREAMED_TAIL = 1 << 20
+"""Characters of a streamed command's standard output its result keeps: the last ones (every
+line went to ``on_line`` as it came), so a log followed for a week stays out of memory."""
+
+
+class _Kept:
+    """The lines of one output stream, or only the last ``limit`` characters of them."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.lines: deque[str] = deque()
+        self.size, self.limit = 0, limit
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+        if self.limit is None:
+            return
+        self.size += len(line)
+        while self.size > self.limit and len(self.lines) > 1:
+            self.size -= len(self.lines.popleft())
+
+
 def _collect(
     proc: subprocess.Popen[str],
     on_line: LineSink | None,
     timeout: float,
     cancel: threading.Event | None,
 ) -> tuple[str, str]:
-    chunks: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    streamed = STREAMED_TAIL if on_line is not None else None
+    chunks = {"stdout": _Kept(streamed), "stderr": _Kept(None)}
 
     def pump(name: str) -> None:
         stream = proc.stdout if name == "stdout" else proc.stderr
         assert stream is not None  # noqa: S101 (both pipes were requested)
         for line in stream:
-            chunks[name].append(line)
+            chunks[name].add(line)
             if on_line is not None:
                 on_line(name, line.rstrip("\n"))
 
@@ -181,12 +205,12 @@ def _collect(
     if stopped:
         _kill(proc)
         proc.wait()
-        chunks["stderr"].append(stopped)
+        chunks["stderr"].add(stopped)
     for t in threads:
         t.join(timeout=5)
     if stopped:
         proc.returncode = 130 if "stopped" in stopped else 124
-    return "".join(chunks["stdout"]), "".join(chunks["stderr"])
+    return "".join(chunks["stdout"].lines), "".join(chunks["stderr"].lines)
 
 
 def _wait(

@@ -5,19 +5,23 @@ about half a kilobyte, a row here 41 bytes (five ``array('d')`` figures, the ste
 ``array('q')`` and one byte of flags), so 500 000 steps take 20 MB. Steps are added as the
 log is read (:meth:`StepColumns.add`, the first line of a step wins, as several workers or Ray
 without dedup repeat them), put in step order once at the end (:meth:`StepColumns.seal`), and
-read back one at a time (:meth:`StepColumns.fig`) or as :class:`StepRow` on demand
-(:class:`LazyRows`).
+read back one at a time (:meth:`StepColumns.fig`), by slices (a
+:class:`~tpu_trainer.metrics.positions.Positions`), or as :class:`StepRow` on demand
+(:class:`~tpu_trainer.metrics.lazy_rows.LazyRows`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import overload
 
+from tpu_trainer.metrics.json_text import FloatTexts
+from tpu_trainer.metrics.positions import Positions
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.store.steps import StepRow, step_extra
 
@@ -149,10 +153,11 @@ class StepColumns:
         if not n:
             return
         first, last = steps[0], steps[-1]
+        run = last - first == n - 1 and steps == array("q", range(first, last + 1))
         fresh = (
             first >= 0
             and last < _BITMAP_LIMIT
-            and all(a < b for a, b in pairwise(steps))
+            and (run or all(a < b for a, b in pairwise(steps)))
             and self._seen.find(1, first, last + 1) < 0
         )
         if not fresh:
@@ -163,7 +168,7 @@ class StepColumns:
             return
         if len(self._seen) <= last:
             self._seen.extend(bytes(max(last + 1 - len(self._seen), len(self._seen))))
-        if last - first == n - 1:
+        if run:
             self._seen[first : last + 1] = b"\x01" * n
         else:
             for step in steps:
@@ -230,6 +235,10 @@ class StepColumns:
     def step(self, i: int) -> int:
         return self._step[i]
 
+    def position(self, step: int) -> int:
+        """Where ``step`` is among the (sealed) steps."""
+        return bisect_left(self._step, step)
+
     def seconds(self, i: int) -> float:
         return self._seconds[i]
 
@@ -253,15 +262,23 @@ class StepColumns:
         for step, flags in zip(self._step, self._flags, strict=True):
             yield step, bool(flags & _RAMPUP), bool(flags & _TFLOPS)
 
-    def present(self, name: str, index: Iterable[int]) -> Iterator[float]:
+    def plain(self) -> bool:
+        """Every step logged every figure, and none was in a batch-size rampup."""
+        return self._flags.count(_ALL) == len(self._flags)
+
+    def present(self, name: str, index: Positions) -> array[float]:
         """The ``tflops``, ``tokens``, ``weights`` or ``seconds`` of the steps at ``index``
         that logged it."""
         column: array[float] = getattr(self, f"_{name}")
-        if name == "seconds":
-            return (column[i] for i in index)
+        if name == "seconds" or self.plain():
+            return index.gather(column)
         bit = _BITS[name]
         flags = self._flags
-        return (column[i] for i in index if flags[i] & bit)
+        return array("d", [column[i] for i in index if flags[i] & bit])
+
+    def steps_at(self, index: Positions) -> tuple[int, ...]:
+        """The step numbers at ``index``."""
+        return tuple(index.gather(self._step))
 
     def rows(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[StepRow]:
         """Each step as a :class:`StepRow` (see :func:`row_of`), made straight from the columns."""
@@ -282,13 +299,40 @@ class StepColumns:
                 excluded=reasons.get(step),
             )
 
-    def weights_per_second(self, index: Iterable[int]) -> Iterator[float]:
+    def series(self, per_chip: int) -> tuple[array[int], list[array[float]]]:
+        """The steps and, as columns, their seconds, TFLOP/s/device, TFLOP/s/chip,
+        Tokens/s/chip and loss, NaN where a step did not log the figure (what
+        ``report.downsample.bucket_series`` reads)."""
+        tflops, tokens = self._or_nan(self._tflops, _TFLOPS), self._or_nan(self._tokens, _TOKENS)
+        return self._step, [
+            self._seconds,
+            tflops,
+            array("d", [t * per_chip for t in tflops]),
+            array("d", [t * per_chip for t in tokens]),
+            self._or_nan(self._loss, _LOSS),
+        ]
+
+    def _or_nan(self, column: array[float], bit: int) -> array[float]:
+        if self.plain():
+            return column
+        flags = self._flags
+        return array("d", [v if f & bit else math.nan for v, f in zip(column, flags, strict=True)])
+
+    def weights_per_second(self, index: Positions) -> array[float]:
         """``total_weights / seconds`` of the steps at ``index`` that logged a non-zero
         ``total_weights`` and took time."""
+        if self.plain():
+            weights, seconds = self.present("weights", index), self.present("seconds", index)
+            return array("d", [w / s for w, s in zip(weights, seconds, strict=True) if w and s > 0])
         weights, seconds, flags = self._weights, self._seconds, self._flags
-        for i in index:
-            if flags[i] & _WEIGHTS and weights[i] and seconds[i] > 0:
-                yield weights[i] / seconds[i]
+        return array(
+            "d",
+            [
+                weights[i] / seconds[i]
+                for i in index
+                if flags[i] & _WEIGHTS and weights[i] and seconds[i] > 0
+            ],
+        )
 
     def json_lines(self, per_chip: int, reasons: Mapping[int, str]) -> Iterator[str]:
         """Each step as ``json.dumps`` writes its row (``dataclasses.asdict(StepRow)`` and
@@ -317,48 +361,54 @@ class StepColumns:
             )
 
     def json_chunks(
-        self, per_chip: int, reasons: Mapping[int, str], size: int = 10_000
+        self, per_chip: int, reasons: Mapping[int, str], size: int = 2_000
     ) -> Iterator[list[str]]:
         """:meth:`json_lines` ``size`` steps at a time, each column's numbers formatted at once
-        (``json.dumps`` of the column's floats: ``repr``, ``NaN``, ``Infinity``)."""
+        (:class:`~tpu_trainer.metrics.json_text.FloatTexts`)."""
+        texts = [FloatTexts() for _ in range(7)]
         for at in range(0, len(self._step), size):
             end = at + size
             steps = self._step[at:end]
             tflops, tokens = self._tflops[at:end], self._tokens[at:end]
             text = [
-                _floats(c)
-                for c in (
-                    self._seconds[at:end],
-                    tflops,
-                    [t * per_chip for t in tflops],
-                    tokens,
-                    [t * per_chip for t in tokens],
-                    self._weights[at:end],
-                    self._loss[at:end],
+                write(c)
+                for write, c in zip(
+                    texts,
+                    (
+                        self._seconds[at:end],
+                        tflops,
+                        [t * per_chip for t in tflops],
+                        tokens,
+                        [t * per_chip for t in tokens],
+                        self._weights[at:end],
+                        self._loss[at:end],
+                    ),
+                    strict=True,
                 )
             ]
             _nulls(self._flags[at:end], text)
             why = list(map(reasons.get, steps))
-            excluded = ["null" if w is None else json.dumps(w) for w in why]
-            steady = ["true" if w is None else "false" for w in why]
-            yield list(
-                map(_JSON_ROW.__mod__, zip(map(str, steps), *text, excluded, steady, strict=True))
-            )
+            if why.count(None) == len(why):
+                ends = [_STEADY_END] * len(why)
+            else:
+                ends = [_STEADY_END if w is None else _excluded_end(w) for w in why]
+            yield list(map(_JSON_ROW.__mod__, zip(map(str, steps), *text, ends, strict=True)))
 
 
 _JSON_ROW = (
     '{"step": %s, "seconds": %s, "tflops_per_device": %s, "tflops_per_chip": %s, '
-    '"tokens_per_device": %s, "tokens_per_chip": %s, "total_weights": %s, "loss": %s, '
-    '"excluded": %s, "steady": %s}'
+    '"tokens_per_device": %s, "tokens_per_chip": %s, "total_weights": %s, "loss": %s, %s'
 )
+_STEADY_END = '"excluded": null, "steady": true}'
+"""How a steady step's JSON line ends."""
+
+
+def _excluded_end(why: str) -> str:
+    return f'"excluded": {json.dumps(why)}, "steady": false}}'
+
+
 _NULLABLE = ((1, _TFLOPS), (2, _TFLOPS), (3, _TOKENS), (4, _TOKENS), (5, _WEIGHTS), (6, _LOSS))
 """Which formatted column (after ``seconds``) a missing figure's flag makes ``null``."""
-
-
-def _floats(values: Iterable[float]) -> list[str]:
-    """Each float as ``json.dumps`` writes it."""
-    text = json.dumps(list(values))[1:-1]
-    return text.split(", ") if text else []
 
 
 def _nulls(flags: bytearray, text: list[list[str]]) -> None:
@@ -370,71 +420,3 @@ def _nulls(flags: bytearray, text: list[list[str]]) -> None:
             for column, bit in _NULLABLE:
                 if not f & bit:
                     text[column][i] = "null"
-
-
-class LazyRows(Sequence[StepRow]):
-    """The steps as :class:`StepRow`, each made when it is read."""
-
-    def __init__(self, columns: StepColumns, per_chip: int, reasons: Mapping[int, str]) -> None:
-        self._columns, self._per_chip, self._reasons = columns, per_chip, reasons
-
-    @property
-    def reasons(self) -> Mapping[int, str]:
-        """Why each excluded step is excluded, by step (steady steps are not in it)."""
-        return self._reasons
-
-    def __len__(self) -> int:
-        return len(self._columns)
-
-    @overload
-    def __getitem__(self, i: int) -> StepRow: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[StepRow]: ...
-    def __getitem__(self, i: int | slice) -> StepRow | Sequence[StepRow]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return row_of(
-            self._columns.fig(i), self._per_chip, self._reasons.get(self._columns.step(i))
-        )
-
-    def __iter__(self) -> Iterator[StepRow]:
-        return self._columns.rows(self._per_chip, self._reasons)
-
-    def json_lines(self) -> Iterator[str]:
-        """Each row as one line of JSON (see :meth:`StepColumns.json_lines`)."""
-        return self._columns.json_lines(self._per_chip, self._reasons)
-
-    def store_values(self, run_id: str) -> Iterator[tuple[object, ...]]:
-        """The rows as the store's ``steps`` table holds them (:meth:`StepColumns.store_values`)."""
-        return self._columns.store_values(run_id, self._reasons)
-
-    def json_chunks(self) -> Iterator[list[str]]:
-        """The rows' JSON lines, some thousands at a time (:meth:`StepColumns.json_chunks`)."""
-        return self._columns.json_chunks(self._per_chip, self._reasons)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def row_of(f: Fig, per_chip: int, excluded: str | None) -> StepRow:
-    """One step's :class:`StepRow`: per-chip figures are per-device ones × ``per_chip``."""
-    tflops, tokens = f.tflops_per_device, f.tokens_per_device
-    return StepRow(
-        step=f.step,
-        seconds=f.seconds,
-        tflops_per_device=tflops,
-        tflops_per_chip=None if tflops is None else tflops * per_chip,
-        tokens_per_device=tokens,
-        tokens_per_chip=None if tokens is None else tokens * per_chip,
-        total_weights=f.total_weights,
-        loss=f.loss,
-        excluded=excluded,
-    )

@@ -6,7 +6,8 @@ Glue between the store's rows and the pure computations (:mod:`metrics.timeline`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,16 +58,25 @@ def shape_of(plan: Mapping[str, Any] | None) -> _Shape:
     return _Shape(family, chips, int(s.get("jax_devices") or 1) * slices)
 
 
-def tokens_trained(steps: list[dict[str, Any]], jax_devices: int) -> float | None:
+def tokens_trained(steps: Iterable[Mapping[str, Any]], jax_devices: int) -> float | None:
     """Tokens the steps trained: their ``total_weights`` (the batch's tokens), else
     Tokens/s/device × devices × seconds; None when the log gives neither."""
+    return tokens_of(
+        ((s.get("total_weights"), s.get("tokens_device"), s.get("seconds")) for s in steps),
+        jax_devices,
+    )
+
+
+def tokens_of(
+    figures: Iterable[tuple[float | None, float | None, float | None]], jax_devices: int
+) -> float | None:
+    """:func:`tokens_trained` of each step's ``(total_weights, tokens_device, seconds)``."""
     total = 0.0
-    for step in steps:
-        weights, rate = step.get("total_weights"), step.get("tokens_device")
+    for weights, rate, seconds in figures:
         if weights is not None:
             total += float(weights)
-        elif rate is not None and step.get("seconds") is not None:
-            total += float(rate) * jax_devices * float(step["seconds"])
+        elif rate is not None and seconds is not None:
+            total += float(rate) * jax_devices * float(seconds)
     return total or None
 
 
@@ -79,7 +89,9 @@ def run_clock(store: RunStore, row: RunRow, chips: int) -> RunClock:
             ResourceSpan(r.kind, r.state, r.created_at, r.updated_at)
             for r in store.resource_times(row.id)
         ],
-        step_seconds=[float(s["seconds"] or 0.0) for s in store.steps(row.id)],
+        step_seconds=array(
+            "d", (float(s or 0.0) for (s,) in store.step_figures(row.id, "seconds"))
+        ),
         chips=chips,
     )
 
@@ -92,7 +104,8 @@ def run_ledger(store: RunStore, row: RunRow, prices: Mapping[str, ChipPrice]) ->
         if shape.family is not None
         else ChipRate(None, None, "price unknown: the run has no stored plan")
     )
-    tokens = tokens_trained(store.steps(row.id), shape.jax_devices)
+    figures = store.step_figures(row.id, "total_weights", "tokens_device", "seconds")
+    tokens = tokens_of(figures, shape.jax_devices)
     measured = log_badput(store.metrics(row.id), wasted_seconds(store, row.id))
     good = goodput(line, measured)
     return Ledger(line, run_cost(line, rate, tokens), shape.family, good, measured)

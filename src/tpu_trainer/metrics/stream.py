@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.metrics.columns import LazyRows, StepColumns
+from tpu_trainer.metrics.columns import StepColumns
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.log_badput import MeasuredBadput
 from tpu_trainer.metrics.records import (
     Event,

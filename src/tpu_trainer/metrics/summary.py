@@ -16,17 +16,18 @@ MaxText's Tokens/s means padding, and a wildly different one means the wrong sli
 from __future__ import annotations
 
 import statistics
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from itertools import groupby
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import Precision
-from tpu_trainer.metrics.columns import Fig, LazyRows, StepColumns
+from tpu_trainer.metrics.columns import Fig, StepColumns
+from tpu_trainer.metrics.lazy_rows import LazyRows
 from tpu_trainer.metrics.log_badput import MeasuredBadput
+from tpu_trainer.metrics.positions import Positions
 from tpu_trainer.metrics.records import StartupSummary, StepRecord, elapsed
 from tpu_trainer.plan.slices import Slice
+from tpu_trainer.report.step_table import ranges
 from tpu_trainer.store.steps import StepRow
 
 MISMATCH_LIMIT = 0.05
@@ -250,7 +251,7 @@ def summarize_columns(
         precision=precision,
         peak_tflops_per_chip=peak,
         rows=LazyRows(columns, per_chip, reasons),
-        steady_steps=tuple(columns.step(i) for i in steady_index),
+        steady_steps=columns.steps_at(steady_index),
         steps_completed=top,
         step_seconds=_mean(columns.present("seconds", steady_index)),
         tflops_per_device=tflops,
@@ -309,47 +310,53 @@ def compare_figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> Comparison:
 # ---- helpers ---------------------------------------------------------------------------------
 def _reasons(
     columns: StepColumns, window: _Window, outlier_factor: float | None
-) -> tuple[dict[int, str], array[int]]:
+) -> tuple[dict[int, str], Positions]:
     """Why each excluded step is excluded, by step number; the positions of the steady ones."""
     reasons: dict[int, str] = {}
-    candidates = array("q")
-    first, profiler, need_tflops = window.first_steady, window.profiler, window.has_tflops
-    for i, (step, rampup, has_tflops) in enumerate(columns.step_flags()):
-        if (
-            step >= first
-            and not rampup
-            and step not in profiler
-            and (has_tflops or not need_tflops)
-        ):
-            candidates.append(i)
-            continue
+    ruled: list[int] = []
+    for i in _maybe_ruled(columns, window):
         f = columns.fig(i)
         for test, reason in _RULES:
             if test(f, window):
                 reasons[f.step] = reason(f, window)
+                ruled.append(i)
                 break
-        else:
-            candidates.append(i)
+    candidates = Positions(len(columns), tuple(ruled))
     if not (outlier_factor and len(candidates) >= 3):
         return reasons, candidates
-    median = statistics.median(columns.seconds(i) for i in candidates)
+    seconds = columns.present("seconds", candidates)
+    median = statistics.median(seconds)
     low, high = median / outlier_factor, median * outlier_factor
-    steady = array("q")
-    for i in candidates:
-        seconds = columns.seconds(i)
-        if low <= seconds <= high:
-            steady.append(i)
-            continue
+    outside = [k for k, value in enumerate(seconds) if not low <= value <= high]
+    outliers = candidates.picked(outside)
+    for i, k in zip(outliers, outside, strict=True):
         reasons[columns.step(i)] = (
-            f"outlier: {seconds:.3f} s against a median of {median:.3f} s "
+            f"outlier: {seconds[k]:.3f} s against a median of {median:.3f} s "
             f"(beyond {outlier_factor:g}x)"
         )
-    return reasons, steady
+    return reasons, candidates.without(outliers)
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.fmean(present) if present else None
+def _maybe_ruled(columns: StepColumns, window: _Window) -> Iterable[int]:
+    """The positions of the steps a rule of :data:`_RULES` may exclude, in order (the others
+    pass every test): in a log where every step logged every figure outside any rampup, the
+    steps before the first steady one and those in the profiler window (steps are in order,
+    so each is one run of positions)."""
+    first, profiler, need_tflops = window.first_steady, window.profiler, window.has_tflops
+    if columns.plain():
+        position = columns.position
+        early = range(position(first))
+        traced = range(position(profiler.start), position(profiler.stop)) if profiler else []
+        return sorted({*early, *traced})
+    return [
+        i
+        for i, (step, rampup, has_tflops) in enumerate(columns.step_flags())
+        if step < first or rampup or step in profiler or not (has_tflops or not need_tflops)
+    ]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if len(values) else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -357,9 +364,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _tokens_check(
-    columns: StepColumns, steady: Sequence[int], tokens: float | None, per_chip: int, chips: int
+    columns: StepColumns, steady: Positions, tokens: float | None, per_chip: int, chips: int
 ) -> TokensCheck | None:
-    derived = _mean(rate / chips for rate in columns.weights_per_second(steady))
+    derived = _mean([rate / chips for rate in columns.weights_per_second(steady)])
     if tokens is None or not derived:
         return None
     reported = tokens * per_chip
@@ -427,9 +434,3 @@ def _notes(
             f"{slice.jax_devices}: check --slice"
         )
     return notes
-
-
-def ranges(numbers: Sequence[int]) -> str:
-    """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
-    runs = [[n for _, n in g] for _, g in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

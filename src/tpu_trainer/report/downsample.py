@@ -3,14 +3,19 @@
 A bucket holds ``width`` consecutive step numbers and keeps, for each figure, the mean, the
 minimum and the maximum of its steps: a chart drawn from the buckets' minimum and maximum
 still shows a one-step spike (a loss spike, a slow checkpoint step), which plain averaging or
-taking every Nth step would hide. :func:`bucket_steps` reads the rows once, as a stream.
+taking every Nth step would hide. :func:`bucket_series` reads a run's figures as columns
+(a long run's summary has them so); :func:`bucket_steps` reads rows, once, as a stream.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
+from operator import add
 from typing import Any
 
 from tpu_trainer.store.steps import StepRow
@@ -94,79 +99,69 @@ _SERIES = 5
 _NAN = Stat(math.nan, math.nan, math.nan)
 
 
-class _Bucketer:
-    """Buckets of one width, filled one step at a time."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.out: list[StepBucket] = []
-        self._key: int | None = None
-        self._first = self._last = self._count = 0
-        self._reset()
-
-    def _reset(self) -> None:
-        self._total = [0.0] * _SERIES
-        self._n = [0] * _SERIES
-        self._low = [math.inf] * _SERIES
-        self._high = [-math.inf] * _SERIES
-
-    def add(self, step: int, values: tuple[float | None, ...]) -> None:
-        key = step // self.width
-        if key != self._key:
-            self.close()
-            self._key, self._first, self._count = key, step, 0
-        self._last, self._count = step, self._count + 1
-        total, n, low, high = self._total, self._n, self._low, self._high
-        for i, value in enumerate(values):
-            if value is None or not math.isfinite(value):
-                continue
-            total[i] += value
-            n[i] += 1
-            low[i] = min(low[i], value)
-            high[i] = max(high[i], value)
-
-    def close(self) -> None:
-        if self._key is None:
-            return
-        stats = [
-            Stat(self._total[i] / self._n[i], self._low[i], self._high[i]) if self._n[i] else None
-            for i in range(_SERIES)
-        ]
-        seconds, device, chip, tokens, loss = stats
-        self.out.append(
-            StepBucket(
-                self.width,
-                self._first,
-                self._last,
-                self._count,
-                seconds or _NAN,
-                device,
-                chip,
-                tokens,
-                loss,
+def bucket_series(
+    steps: Sequence[int], series: Sequence[Sequence[float]], widths: Sequence[int]
+) -> list[list[StepBucket]]:
+    """Steps (ascending) and their five figures (seconds, TFLOP/s/device, TFLOP/s/chip,
+    Tokens/s/chip, loss; NaN where a step has none) cut into buckets of each of ``widths``
+    step numbers (steps ``k·width`` to ``(k+1)·width - 1``). A figure's mean adds its finite
+    values in step order, as one running total."""
+    if len(series) != _SERIES:
+        raise ValueError(f"{_SERIES} series of figures expected, got {len(series)}")
+    found: list[list[StepBucket]] = []
+    for width in widths:
+        out: list[StepBucket] = []
+        at, n = 0, len(steps)
+        while at < n:
+            end = bisect_left(steps, (steps[at] // width + 1) * width, at)
+            seconds, device, chip, tokens, loss = (_stat(s[at:end]) for s in series)
+            out.append(
+                StepBucket(
+                    width,
+                    steps[at],
+                    steps[end - 1],
+                    end - at,
+                    seconds or _NAN,
+                    device,
+                    chip,
+                    tokens,
+                    loss,
+                )
             )
-        )
-        self._key = None
-        self._reset()
+            at = end
+        found.append(out)
+    return found
+
+
+def _stat(values: Sequence[float]) -> Stat | None:
+    """Mean, minimum and maximum of the finite ``values`` (None when there is none)."""
+    total = reduce(add, values, 0.0)
+    if not math.isfinite(total):  # an infinite or NaN value among them (or an overflow)
+        values = [v for v in values if math.isfinite(v)]
+        total = reduce(add, values, 0.0)
+    if not values:
+        return None
+    return Stat(total / len(values), min(values), max(values))
 
 
 def bucket_steps_by(rows: Iterable[StepRow], widths: Sequence[int]) -> list[list[StepBucket]]:
     """``rows`` (in step order) cut into buckets of each of ``widths`` step numbers (steps
-    ``k·width`` to ``(k+1)·width - 1``), in one pass."""
-    bucketers = [_Bucketer(w) for w in widths]
+    ``k·width`` to ``(k+1)·width - 1``): :func:`bucket_series` of their figures."""
+    steps: array[int] = array("q")
+    series: list[array[float]] = [array("d") for _ in range(_SERIES)]
+    seconds, device, chip, tokens, loss = series
     for row in rows:
-        values = (
-            row.seconds,
-            row.tflops_per_device,
-            row.tflops_per_chip,
-            row.tokens_per_chip,
-            row.loss,
-        )
-        for bucketer in bucketers:
-            bucketer.add(row.step, values)
-    for bucketer in bucketers:
-        bucketer.close()
-    return [b.out for b in bucketers]
+        steps.append(row.step)
+        seconds.append(_figure(row.seconds))
+        device.append(_figure(row.tflops_per_device))
+        chip.append(_figure(row.tflops_per_chip))
+        tokens.append(_figure(row.tokens_per_chip))
+        loss.append(_figure(row.loss))
+    return bucket_series(steps, series, widths)
+
+
+def _figure(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def bucket_steps(rows: Iterable[StepRow], width: int) -> list[StepBucket]:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
+from operator import lt
 from typing import Literal
 from unicodedata import east_asian_width
 from urllib.parse import unquote
 
 from tpu_trainer.report.downsample import Stat, StepBucket
 from tpu_trainer.report.model import Outcome, ReportLang, RunReport, step_figures
+from tpu_trainer.report.step_table import ranges
 from tpu_trainer.store.steps import StepRow
 
 Lang = Literal["zh", "en"]
@@ -45,6 +48,8 @@ class Labels:
     log_heading: str
     steps_header: str
     steady: str
+    steady_ranges: str
+    """A long run's steady steps: ``{ranges}`` of steps and their ``{count}``."""
     loss_drop: str
     run: str
     no_steps: str
@@ -67,6 +72,7 @@ _ZH = Labels(
     log_heading="详细训练日志 - {topology} ({date})",
     steps_header="Step|耗时 (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
     steady="稳态性能 (Step {steps})",
+    steady_ranges="{ranges}，共 {count:,} 步",
     loss_drop="Loss 下降",
     run="运行",
     no_steps="（没有逐步指标）",
@@ -88,6 +94,7 @@ _EN = Labels(
     log_heading="Training log - {topology} ({date})",
     steps_header="Step|Time (s)|TFLOP/s/device|TFLOP/s/chip|Tokens/s/chip|Loss",
     steady="Steady state (step {steps})",
+    steady_ranges="{ranges}; {count:,} steps",
     loss_drop="Loss drop",
     run="Run",
     no_steps="(no per-step metrics)",
@@ -252,15 +259,19 @@ def _ledger_note(run: RunReport) -> str:
     return f"goodput {_percent(run.goodput)}{badput}, cost {_cost(run)}"
 
 
-def _steps_label(run: RunReport) -> str:
-    chosen = sorted(set(run.steady_steps))
+def _steps_label(run: RunReport, lab: Labels) -> str:
+    chosen = run.steady_steps
+    if not all(map(lt, chosen, islice(chosen, 1, None))):
+        chosen = tuple(sorted(set(chosen)))
     if not chosen:
         return ""
     last = max((s.step for s in run.steps), default=chosen[-1])
-    if chosen == list(range(chosen[0], chosen[-1] + 1)):
+    if chosen[-1] - chosen[0] + 1 == len(chosen):
         if chosen[-1] >= last:
             return f"{chosen[0]}+"
         return f"{chosen[0]}–{chosen[-1]}"
+    if run.step_buckets:  # a long run: ranges and a count, not every step
+        return lab.steady_ranges.format(ranges=ranges(chosen, "–"), count=len(chosen))
     return ", ".join(str(s) for s in chosen)
 
 
@@ -269,7 +280,7 @@ def run_section(run: RunReport, lab: Labels, plot_links: Sequence[str]) -> str:
     marks = _marks(run, lab)
     heading += f" — {marks}" if marks else ""
     rows = [_step_cells(s) for s in run.steps]
-    steps = _steps_label(run)
+    steps = _steps_label(run, lab)
     steady = lab.steady.format(steps=steps) if steps else lab.steady.split(" (")[0]
     drop = run.loss_drop_percent
     facts = [

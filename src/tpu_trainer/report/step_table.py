@@ -4,15 +4,20 @@ A long run's table would have a row per step (500 000 rows in a terminal help no
 bounded table keeps the first steps (compile, warm-up, the start of the steady state), the
 steps left out as outliers (a slow checkpoint step, a stall), up to a budget, and the last
 steps, with a :class:`Gap` where steps are not shown. :func:`bounded` reads the rows once, as a
-stream (from the run store's cursor or a summary's columns), holding at most ``limit`` rows; a
-run of ``limit`` steps or fewer comes back whole.
+stream (from the run store's cursor), holding at most ``limit`` rows, or, from rows that can be
+read at any position (:class:`IndexedRows`, a summary's columns), only the rows it shows; a run
+of ``limit`` steps or fewer comes back whole.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import groupby, islice
+from operator import lt
+from typing import Protocol, runtime_checkable
 
 from tpu_trainer.store.steps import StepRow
 
@@ -43,9 +48,25 @@ class Gap:
         return f"… {self.rows:,} steps not shown ({span}) …"
 
 
+@runtime_checkable
+class IndexedRows(Protocol):
+    """Rows that can be read at any position, and that say where their excluded steps are
+    (a long run's summary: its rows are made from columns only when read)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int, /) -> StepRow: ...
+    def excluded_positions(self) -> Iterable[tuple[int, str]]:
+        """Each excluded step's position and why it is excluded, by position."""
+        ...
+
+
 def notable(row: StepRow) -> bool:
     """A step worth a row in a bounded table: one left out as an outlier."""
-    return row.excluded is not None and row.excluded.startswith("outlier")
+    return _notable(row.excluded)
+
+
+def _notable(excluded: str | None) -> bool:
+    return excluded is not None and excluded.startswith("outlier")
 
 
 def bounded(rows: Iterable[StepRow], limit: int | None) -> list[StepRow | Gap]:
@@ -56,6 +77,8 @@ def bounded(rows: Iterable[StepRow], limit: int | None) -> list[StepRow | Gap]:
     head_n = limit * 2 // 5
     tail_n = limit * 2 // 5
     budget = limit - head_n - tail_n
+    if isinstance(rows, IndexedRows):
+        return _picked(rows, limit, head_n, tail_n, budget)
     head: list[tuple[int, StepRow]] = []
     tail: deque[tuple[int, StepRow]] = deque(maxlen=limit - head_n)
     middle: list[tuple[int, StepRow]] = []
@@ -77,6 +100,22 @@ def bounded(rows: Iterable[StepRow], limit: int | None) -> list[StepRow | Gap]:
     return _with_absent([*head, *middle, *kept[-tail_n:]])
 
 
+def _picked(
+    rows: IndexedRows, limit: int, head_n: int, tail_n: int, budget: int
+) -> list[StepRow | Gap]:
+    """What :func:`bounded` picks from a stream, picked by position: the first ``head_n``
+    rows, the first ``budget`` notable rows between, the last ``tail_n`` rows."""
+    n = len(rows)
+    chosen: Iterable[int] = range(n)
+    if n > limit:
+        between = (
+            i for i, why in rows.excluded_positions() if head_n <= i < n - tail_n and _notable(why)
+        )
+        middle = list(islice(between, budget))
+        chosen = [*range(head_n), *middle, *range(n - tail_n, n)]
+    return _with_absent([(i, rows[i]) for i in chosen])
+
+
 def _with_absent(chosen: list[tuple[int, StepRow]]) -> list[StepRow | Gap]:
     out: list[StepRow | Gap] = []
     previous: tuple[int, StepRow] | None = None
@@ -90,3 +129,23 @@ def _with_absent(chosen: list[tuple[int, StepRow]]) -> list[StepRow | Gap]:
         out.append(row)
         previous = (at, row)
     return out
+
+
+def ranges(numbers: Sequence[int], dash: str = "-") -> str:
+    """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
+    return ", ".join(str(a) if a == b else f"{a}{dash}{b}" for a, b in _runs(numbers))
+
+
+def _runs(numbers: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """The first and last number of each run of consecutive ``numbers``."""
+    n = len(numbers)
+    if not all(map(lt, numbers, islice(numbers, 1, None))):
+        for _, group in groupby(enumerate(numbers), lambda p: p[1] - p[0]):
+            run = [number for _, number in group]
+            yield run[0], run[-1]
+        return
+    at = 0  # rising: along a run ``number - position`` stays the same, and it only grows
+    while at < n:
+        end = bisect_right(range(n), numbers[at] - at, lo=at, key=lambda k: numbers[k] - k)
+        yield numbers[at], numbers[end - 1]
+        at = end

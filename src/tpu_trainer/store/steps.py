@@ -131,25 +131,32 @@ class StepsTable(StoreFile):
         """A run's steps as :class:`StepRow`, by step, read from a cursor (not all at once)."""
         per_chip = (self.metrics(run_id) or {}).get("jax_devices_per_chip")
         devices = per_chip if isinstance(per_chip, int) and per_chip > 0 else 1
+        for columns in self.iter_steps(run_id):
+            yield from_columns(columns, devices)
+
+    def iter_steps(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """:meth:`steps` read from a cursor, one at a time (a long run's are not all held)."""
         cursor = self._db.execute(
             "SELECT step, seconds, tflops_device, tokens_device, total_weights, loss, extra "
             "FROM steps WHERE run_id = ? ORDER BY step",
             (run_id,),
         )
         for r in cursor:
-            columns = {**dict(zip(_COLUMNS, r[:6], strict=True)), **json.loads(r[6] or "{}")}
-            yield from_columns(columns, devices)
+            yield {**dict(zip(_COLUMNS, r[:6], strict=True)), **json.loads(r[6] or "{}")}
+
+    def step_figures(self, run_id: str, *names: str) -> Iterator[tuple[Any, ...]]:
+        """Some figure columns of a run's steps (of ``step``, ``seconds``, ``tflops_device``,
+        ``tokens_device``, ``total_weights``, ``loss``), by step, read from a cursor: what a
+        sum over a long run's steps needs, without a dict per step."""
+        unknown = [n for n in names if n not in _COLUMNS]
+        if unknown or not names:
+            raise ValueError(f"not step figure columns: {unknown or 'none given'}")
+        query = f"SELECT {', '.join(names)} FROM steps WHERE run_id = ? ORDER BY step"  # noqa: S608
+        return iter(self._db.execute(query, (run_id,)))
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         """A run's steps as their columns, by step (what ``show --json`` prints)."""
-        rows = self._db.execute(
-            "SELECT step, seconds, tflops_device, tokens_device, total_weights, loss, extra "
-            "FROM steps WHERE run_id = ? ORDER BY step",
-            (run_id,),
-        ).fetchall()
-        return [
-            {**dict(zip(_COLUMNS, r[:6], strict=True)), **json.loads(r[6] or "{}")} for r in rows
-        ]
+        return list(self.iter_steps(run_id))
 
     def step_rows(self, run_id: str) -> list[StepRow]:
         """A run's steps as :class:`StepRow`, by step; per-chip figures use the JAX devices

@@ -45,7 +45,8 @@ _NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
 _COMPLETED = "completed "
 _STEP = "completed step: "
 _HIDDEN = "completed profiler activation/deactivation step: "
-_RAMPUP = "[Rampup Batch Size Phase]"
+RAMPUP = "[Rampup Batch Size Phase]"
+"""What a step line of the batch-size rampup carries before ``completed step:``."""
 _DIAG = ", diag:"
 
 _HEAD = re.compile(rf"completed step: (\d+), seconds: ({_NUM})")
@@ -178,7 +179,7 @@ def _parse_step(line: str, at: int) -> StepRecord | None:
         loss=core.get("loss"),
         extra=extra,
         diag=diag,
-        rampup=_RAMPUP in prefix,
+        rampup=RAMPUP in prefix,
         worker=_worker(ray),
         repeated=repeated,
         timestamp=absl_time(prefix),
