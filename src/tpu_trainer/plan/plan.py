@@ -385,7 +385,12 @@ def build_plan(
         )
     findings += _folder_findings(folder, slice_)
     findings += [
-        Finding(p.name, Level.FAIL, f"{recipe.source}:{p.line}: {p.message}", p.fix)
+        Finding(
+            p.name,
+            Level.PASS if p.passed else Level.FAIL,
+            f"{recipe.source}:{p.line}: {p.message}",
+            p.fix,
+        )
         for p in recipe.problems
     ]
     num_slices = opts.num_slices or recipe.num_slices
