@@ -95,6 +95,35 @@ def _text(path: Path) -> str | None:
         return None
 
 
+def training_model_dir(script: Path) -> Path | None:
+    """``training/<family>/<Model>`` when ``script`` lies inside one (a tpu-recipes checkout,
+    whatever the recipe's format and depth), else None."""
+    parts = script.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i] == TRAINING and i + 3 < len(parts):
+            return Path(*parts[: i + 3])
+    return None
+
+
+def report_dir(script: Path, parsed: RecipeFolder | None, model_dir: Path) -> Path | None:
+    """The folder whose ``README.md`` a run of the recipe at ``script`` is reported in: the
+    model's folder of the Ironwood layout (``<model>/<seq>-<precision>-<device>/[xpk/]...``),
+    of any tpu-recipes ``training/<family>/<Model>/`` tree (Trillium scripts, slice folders,
+    v5p READMEs, ``cluster_toolkit/``), or, outside such a tree, the folder of a recipe that
+    is a README or a script with its README beside it. None for a lone ``run_recipe.sh``
+    elsewhere: there is no model folder to write into."""
+    if parsed is not None:
+        return model_dir
+    tree = training_model_dir(script)
+    if tree is not None:
+        return tree
+    if script.name == README or (
+        script.name != RECIPE_FILE and (script.parent / README).is_file()
+    ):
+        return script.parent
+    return None
+
+
 def is_runner_recipe(path: Path) -> bool:
     """A script or README that runs MaxText's ``benchmarks.benchmark_runner``, or a README that
     submits a training script (``--command "bash <script> ..."``)."""
