@@ -193,6 +193,9 @@ def test_a_readme_with_a_block_per_size_takes_the_first_or_the_one_asked_for() -
     pinned = plan_for(SIZED)
     assert pinned.recipe.device_type == "v5p-1024"
     assert not [f for f in pinned.findings if f.status is Level.FAIL]
+    custom = plan_for(SIZED, variables=(("TPU_TYPE", "v5p-4x8x16"),))  # the v5p-1024 block
+    assert custom.recipe.device_type == "v5p-4x8x16"
+    assert custom.recipe.program_args == pinned.recipe.program_args
     readme = find_script_readme(_readme(SIZED).read_text(), "README.md")
     assert readme is not None and readme.sizes() == ["v5p-1024", "v5p-2048"]
     first = submission(readme, Scope(), {})

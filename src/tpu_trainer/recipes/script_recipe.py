@@ -15,11 +15,13 @@ is the README's (``--var NAME=VALUE`` changes one).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tpu_trainer.catalog.accelerators import ACCELERATORS
 from tpu_trainer.errors import RecipeError
 from tpu_trainer.recipes.benchmark_invocation import pinned_revision
 from tpu_trainer.recipes.reader import parse_recipe
@@ -140,7 +142,7 @@ def _read(readme: ScriptReadme, folder: Path, given: dict[str, str]) -> _Read:
     fixed = {name: symbolic(tool) for name, tool in TOOL_VALUES.items()}
     fixed |= {k: v for k, v in given.items() if k != REVISION_VARIABLE}
     scope = Scope()
-    sub = submission(readme, scope, fixed, given.get(SIZE_VARIABLE) if readme.sizes() else None)
+    sub = submission(readme, scope, fixed, _size_block(given.get(SIZE_VARIABLE), readme.sizes()))
     flags = flag_pairs(sub.argv)
     stray = next((name for name, value in flags if not name.startswith("--")), None)
     if stray is not None:
@@ -159,6 +161,28 @@ def _read(readme: ScriptReadme, folder: Path, given: dict[str, str]) -> _Read:
     if sub.size is not None:
         used[SIZE_VARIABLE] = (sub.size, sub.lines.get(SIZE_VARIABLE, readme.line))
     return _Read(readme, folder, flags, command, used)
+
+
+def _chips(device_type: str) -> tuple[str, int] | None:
+    """Family prefix and chip count of ``v5p-1024`` (TensorCores counted) or ``v5p-4x8x64``."""
+    prefix, _, size = device_type.rpartition("-")
+    accelerator = next((a for a in ACCELERATORS.values() if a.xpk_prefix == prefix), None)
+    if accelerator is None or not size.replace("x", "").isdigit():
+        return None
+    if "x" in size:
+        return prefix, math.prod(int(n) for n in size.split("x"))
+    per_chip = accelerator.tensorcores_per_chip if accelerator.xpk_number_counts_tensorcores else 1
+    return prefix, int(size) // per_chip
+
+
+def _size_block(wanted: str | None, sizes: list[str]) -> str | None:
+    """The per-size block ``--var TPU_TYPE`` picks: by its TPU type, or by a topology of the
+    same size (``v5p-4x8x64`` for the ``v5p-4096`` block, a custom topology a README may ask
+    for)."""
+    if wanted is None or not sizes or wanted in sizes:
+        return wanted if sizes else None
+    chips = _chips(wanted)
+    return next((s for s in sizes if chips is not None and _chips(s) == chips), wanted)
 
 
 def _device_type(
