@@ -1,8 +1,10 @@
 """Benchmark: plan every recipe under a folder in one process.
 
-The recipes are every ``run_recipe.sh`` (xpk and cluster_toolkit variants alike) and every
-script or README that runs MaxText's benchmark runner (Trillium scripts, v5p READMEs), each
-planned by its own path.
+The recipes are every ``run_recipe.sh`` (xpk and cluster_toolkit variants alike), every
+script or README that runs MaxText's benchmark runner (Trillium scripts, v5p READMEs), and every
+README that submits a training script (``--command "bash <script> ..."``, v5p), each planned by
+its own path. ``--list`` also names the READMEs the tool refuses as another framework's
+(TensorFlow), with the reason it gives.
 
 For each recipe it runs what ``tpu-trainer plan``/``scripts`` compute: the plan, both
 generated scripts (setup and submit) and the plan as JSON text. It reports the time to
@@ -72,6 +74,22 @@ def find_recipes(folder: Path) -> list[Path]:
         if (p.suffix == ".sh" and p.name != RECIPE_FILE) or p.name == "README.md"
     ]
     return sorted([*folder.rglob(RECIPE_FILE), *(p for p in runner if is_runner_recipe(p))])
+
+
+def is_script_readme(path: Path) -> bool:
+    from tpu_trainer.recipes.script_readme import mentions_script_command
+
+    return path.suffix == ".md" and mentions_script_command(path.read_text(encoding="utf-8"))
+
+
+def list_refused(folder: Path, scripts: list[Path]) -> None:
+    """READMEs of other frameworks the tool refuses, with the reason it gives."""
+    from tpu_trainer.recipes.resolve import other_framework
+
+    for readme in sorted(set(folder.rglob("README.md")) - set(scripts)):
+        refusal = other_framework(readme)
+        if refusal is not None:
+            print(f"  REFUSED {readme.relative_to(folder)}: {refusal.message}")
 
 
 def import_library() -> float:
@@ -174,14 +192,17 @@ def main(argv: list[str]) -> int:
         print(f"no run_recipe.sh under {args.folder}", file=sys.stderr)
         return 1
     shells = sum(s.name == "run_recipe.sh" for s in scripts)
+    readmes = sum(is_script_readme(s) for s in scripts)
     print(
         f"recipes: {len(scripts)} under {args.folder} ({shells} run_recipe.sh, "
-        f"{len(scripts) - shells} benchmark-runner scripts and READMEs)"
+        f"{len(scripts) - shells - readmes} benchmark-runner scripts and READMEs, "
+        f"{readmes} READMEs submitting a training script)"
     )
     import_s = import_library()
     opts = make_options()
     if args.list:
         list_plans(scripts, args.folder, opts)
+        list_refused(args.folder, scripts)
     first = run_pass(scripts, opts)
     report_failures(first.failures)
     failed = {script for script, _ in first.failures}

@@ -38,9 +38,9 @@ from tpu_trainer.launchers.gke import preflight
 from tpu_trainer.launchers.gke.kueue import (
     CLUSTER_QUEUE,
     CONFIGMAP_NAMESPACE,
-    LOCAL_QUEUE,
     configmap_name,
 )
+from tpu_trainer.plan.naming import LOCAL_QUEUE
 from tpu_trainer.plan.plan import PlanOptions
 from tpu_trainer.simcloud.rehearsal import prepare, recorded_problems
 from tpu_trainer.store.db import RunStore

@@ -58,7 +58,7 @@ def test_cli_plan_table_shows_slice_values_and_commands() -> None:
     ("args", "code", "needle"),
     [
         (["plan", "/no/such/recipe/folder"], 2, "no such file or folder"),
-        (["plan", str(RECIPES_ROOT)], 2, "holds 6 recipes"),
+        (["plan", str(RECIPES_ROOT)], 2, "holds 7 recipes"),
         (["slice", "tpu7x-3x3x3"], 2, "is not a TPU v7 (Ironwood) topology"),
         (["plan", "some-model"], 2, "no tpu_recipes_path"),
     ],

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RECIPES_ROOT, cli_env
+from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud.crash import Case, Rehearsal, initial, run_case
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.infra.gcluster_flags import check_gcluster_command
@@ -35,11 +36,14 @@ def _gcluster_calls(state: Path) -> list[list[str]]:
     return calls
 
 
-def test_a_cluster_toolkit_recipe_rehearses_end_to_end_and_leaves_nothing(
-    tmp_path: Path,
-) -> None:
+def _copy(tmp_path: Path) -> Path:
     recipe = tmp_path / "recipes" / RECIPE
     shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
+    return recipe
+
+
+def _rehearse(tmp_path: Path, recipe: Path) -> str:
+    """``train --submitter gcluster --rehearse`` of ``recipe``, which must succeed: its output."""
     argv = ["train", str(recipe), "--submitter", "gcluster"]
     argv += ["--rehearse", str(SCENARIOS / "failover.yaml"), "--poll", "0.05"]
     proc = subprocess.run(
@@ -51,7 +55,13 @@ def test_a_cluster_toolkit_recipe_rehearses_end_to_end_and_leaves_nothing(
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_a_cluster_toolkit_recipe_rehearses_end_to_end_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    out = _rehearse(tmp_path, _copy(tmp_path))
     assert "(container workload-container-1)" in out  # gcluster's JobSet, followed by kubectl
     assert "completed (AllJobsCompleted)" in out
     state_path = tmp_path / "rehearsal" / "state.json"
@@ -95,3 +105,18 @@ def test_gc_after_a_crash_while_following_cancels_the_gcluster_job(tmp_path: Pat
     calls = _gcluster_calls(reh.state)
     assert [c[:3] for c in calls][-1] == ["gcluster", "job", "cancel"]
     assert read_state(reh.state)["workloads"] == {}
+
+
+def test_the_recipes_queue_is_the_local_queue_made_and_submitted_to(tmp_path: Path) -> None:
+    recipe = _copy(tmp_path)
+    script = recipe / "cluster_toolkit" / "run_recipe.sh"
+    text = script.read_text()
+    script.write_text(text.replace("--queue multislice-queue", "--queue team-a-queue"))
+    out = _rehearse(tmp_path, recipe)
+    assert "repairing: LocalQueue team-a-queue does not exist" in out
+    assert "multislice-queue" not in out
+    state_path = tmp_path / "rehearsal" / "state.json"
+    submit = _gcluster_calls(state_path)[0]
+    assert "--queue=team-a-queue" in submit
+    made = k8s.get(read_state(state_path), k8s.KINDS[2], "team-a-queue")
+    assert made is not None and made["spec"]["clusterQueue"] == "cluster-queue"

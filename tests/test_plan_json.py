@@ -48,6 +48,7 @@ SLICE: dict[str, type | tuple[type, ...]] = {
     "hbm_gb_per_chip": int,
     "peak_tflops_per_chip": float,
     "kueue_flavor": str,
+    "kueue_local_queue": str,
     "kueue_quota": int,
     "configmap_entry": dict,
     "workload_policy": (str, type(None)),

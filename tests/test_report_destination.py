@@ -212,3 +212,69 @@ def test_the_same_step_rows_go_from_the_summary_through_the_store_to_the_report(
     report, model_dir = report_from_json(stored)
     assert [r.step for r in report.steps] == [r.step for r in summarized]
     assert json.loads(json.dumps(report_to_json(report, model_dir))) == stored
+
+
+FORMATS = [
+    (
+        "training/ironwood/gemmoe-26b/4k-bf16-tpu7x-4x4x4/cluster_toolkit/run_recipe.sh",
+        "training/ironwood/gemmoe-26b",
+    ),
+    (
+        "training/trillium/Llama3.1-8B-MaxText/v6e-16/llama3-1-8b-1xv6e-16.sh",
+        "training/trillium/Llama3.1-8B-MaxText",
+    ),
+    (
+        "training/trillium/Mixtral-8x7B-MaxText/mixtral-8x7b-2xv6e-256.sh",
+        "training/trillium/Mixtral-8x7B-MaxText",
+    ),
+    (
+        "training/trillium/Llama3.1-8B-MaxText/v6e-16/README.md",
+        "training/trillium/Llama3.1-8B-MaxText",
+    ),
+    ("training/trillium/Mixtral-8x7B-MaxText/README.md", "training/trillium/Mixtral-8x7B-MaxText"),
+    (
+        "training/trillium/Mistral-7B-MaxText/cluster_toolkit/run_recipe.sh",
+        "training/trillium/Mistral-7B-MaxText",
+    ),
+    ("training/v5p/Llama3.1-405B-MaxText/README.md", "training/v5p/Llama3.1-405B-MaxText"),
+    ("training/v5p/Dense7B-Script/README.md", "training/v5p/Dense7B-Script"),
+]
+
+
+def _plan_path(path: Path) -> Plan:
+    return plan_request(
+        Request(str(path), config_path=CONFIG), PlanOptions(user="t", now=NOW, profiler=None)
+    )
+
+
+@pytest.mark.parametrize(("recipe", "model"), FORMATS)
+def test_every_recipe_format_reports_into_its_model_folder(
+    recipe: str, model: str, tmp_path: Path
+) -> None:
+    """Trillium scripts and READMEs, v5p READMEs and cluster_toolkit recipes append to their
+    model folder's README, leaving what it holds and leaving the recipe reading the same."""
+    root = tmp_path / "tpu-recipes"
+    shutil.copytree(RECIPES_ROOT / "training", root / "training")
+    script = root / recipe
+    readme = root / model / "README.md"
+    before = readme.read_bytes() if readme.exists() else b""
+    plan = _plan_path(script)
+    assert model_folder(plan) == root / model
+    _, display, written = _record(tmp_path, plan)
+    assert written == readme
+    after = readme.read_bytes()
+    assert after.startswith(before) and len(after) > len(before)
+    assert f"<!-- tpu-trainer run {RUN} -->".encode() in after
+    assert not any("not in the tpu-recipes layout" in m for m in display.messages)
+    again = _plan_path(script)
+    assert again.recipe.program_args == plan.recipe.program_args
+    assert again.recipe.xpk_flags == plan.recipe.xpk_flags
+
+
+def test_a_recipe_folder_outside_a_checkout_reports_into_its_own_readme(tmp_path: Path) -> None:
+    folder = tmp_path / "mine" / "llama-v6e-16"
+    shutil.copytree(RECIPES_ROOT / "training/trillium/Llama3.1-8B-MaxText/v6e-16", folder)
+    plan = _plan_path(folder / "llama3-1-8b-1xv6e-16.sh")
+    assert model_folder(plan) == folder
+    (folder / "README.md").unlink()
+    assert model_folder(plan) is None  # a lone script: no recipe folder to write into

@@ -42,7 +42,11 @@ bash runs; the reader still reads the original.
 
 Scripts and READMEs that run MaxText's benchmark runner (Trillium, v5p) are checked too, by
 ``verify_runner_with_bash``: bash runs the command with a stand-in ``python3`` and the runner's
-argv must equal the reader's options.
+argv must equal the reader's options. READMEs that submit a training script (``--command "bash
+<script> ..."``, v5p) are checked by ``verify_scripts_with_bash``: bash runs the README's
+assignments and xpk command with a stand-in ``xpk``, then the ``--command`` it got with the
+scripts the reader followed and a stand-in ``python3``; xpk's argv, the training program's argv
+and its environment must equal the reader's (every per-size block of a README separately).
 
 Usage: ``python3 tools/verify_recipes_with_bash.py [--fill-exports] <folder>``. Prints one line
 per recipe and a summary, and exits 1 when any recipe differs or could not be checked.
@@ -52,11 +56,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -67,6 +69,7 @@ _SRC = Path(__file__).resolve().parents[1] / "src"
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
+from sandbox_run import run_captured  # noqa: E402
 from tpu_trainer.errors import RecipeError  # noqa: E402
 from tpu_trainer.recipes.cluster_toolkit import (  # noqa: E402
     looks_like_cluster_toolkit,
@@ -76,6 +79,13 @@ from tpu_trainer.recipes.pod_steps import entry_point  # noqa: E402
 from tpu_trainer.recipes.reader import parse_recipe  # noqa: E402
 from tpu_trainer.recipes.recipe import Recipe, StepKind, gcluster_device_type  # noqa: E402
 from verify_runner_with_bash import check_runner_recipe, make_bin, runner_recipes  # noqa: E402
+from verify_scripts_with_bash import (  # noqa: E402
+    Sandbox as ScriptSandbox,
+)
+from verify_scripts_with_bash import (  # noqa: E402
+    check_script_readme,
+    script_readmes,
+)
 from verify_views import Flag, View, differences  # noqa: E402
 
 FIXED_DATE = "20261122-0600"
@@ -189,25 +199,10 @@ def run_in_bash(script: Path, sandbox: Sandbox, work: Path, args: tuple[str, ...
     }
     capture.unlink(missing_ok=True)
     argv = [*sandbox.prefix, sandbox.bash, str(copy), *args]
-    with subprocess.Popen(
-        argv,
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            _, stderr = proc.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise HarnessError(f"bash did not finish within {TIMEOUT_S} s") from None
-    if proc.returncode != 0:
+    code, _, stderr = run_captured(argv, work, env, TIMEOUT_S)
+    if code != 0:
         tail = " | ".join(stderr.strip().splitlines()[-3:])
-        raise HarnessError(f"bash exited with {proc.returncode}" + (f": {tail}" if tail else ""))
+        raise HarnessError(f"bash exited with {code}" + (f": {tail}" if tail else ""))
     return read_capture(capture)
 
 
@@ -434,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     folder: Path = options.folder
     scripts = sorted(folder.rglob("run_recipe.sh"))
     runner = runner_recipes(folder)
-    if not scripts and not runner:
+    readmes = script_readmes(folder)
+    if not scripts and not runner and not readmes:
         print(f"no run_recipe.sh nor benchmark_runner recipe under {folder}", file=sys.stderr)
         return 2
     passed = failed = 0
@@ -454,6 +450,14 @@ def main(argv: list[str] | None = None) -> int:
             ok, line = check_runner_recipe(path, shown, sandbox.bash, runner_bin, work, TIMEOUT_S)
             print(line)
             passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+        readme_sandbox = ScriptSandbox(sandbox.bash, sys.executable, sandbox.prefix, TIMEOUT_S)
+        for n, path in enumerate(readmes):
+            work = Path(tmp) / f"readme-{n}"
+            work.mkdir()
+            shown = str(path.relative_to(folder))
+            for ok, line in check_script_readme(path, shown, work, readme_sandbox):
+                print(line)
+                passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -14,13 +14,11 @@ difference.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox_run import run_captured
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.recipes.benchmark_invocation import (
     RUNNER_MODULE,
@@ -77,22 +75,7 @@ def bash_options(
     capture = work / "python3-calls.jsonl"
     env = {name: f"filled-{name}" for name in set(_REF.findall(text))}
     env |= {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work), CAPTURE_VAR: str(capture)}
-    with subprocess.Popen(
-        [bash, str(script)],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise ValueError(f"bash did not finish within {timeout} s") from None
+    run_captured([bash, str(script)], work, env, timeout)
     calls = capture.read_text(encoding="utf-8").splitlines() if capture.exists() else []
     argv = next((a for a in map(json.loads, calls) if _after_runner(a) is not None), None)
     if argv is None:

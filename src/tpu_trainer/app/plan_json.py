@@ -33,6 +33,7 @@ def slice_json(plan: Plan) -> dict[str, Any]:
         "peak_tflops_per_chip": s.peak_tflops_per_chip(plan.precision),
         "kueue_flavor": s.kueue_flavor(plan.num_slices),
         "kueue_quota": s.kueue_quota(plan.num_slices),
+        "kueue_local_queue": plan.local_queue,
         "configmap_entry": {"key": key, "value": value},
         "workload_policy": s.workload_policy,
     }

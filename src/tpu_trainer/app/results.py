@@ -16,6 +16,7 @@ from tpu_trainer.metrics.ledger import report_figures, run_ledger
 from tpu_trainer.metrics.stream import LONG_RUN_STEPS, LogTally
 from tpu_trainer.metrics.summary import RunMetrics
 from tpu_trainer.plan.plan import Plan
+from tpu_trainer.recipes.resolve import report_dir
 from tpu_trainer.report.downsample import (
     StepBucket,
     bucket_series,
@@ -156,10 +157,16 @@ def run_report(
 
 
 def model_folder(plan: Plan) -> Path | None:
-    """The folder whose README.md the tpu-recipes layout keeps: the parent of the recipe's
-    ``<seq>-<precision>-<device>`` folder (``<model>/<config>/[xpk/]run_recipe.sh``). None when
-    the recipe is not in that layout: then there is no model folder to write into."""
-    return plan.model_dir if plan.folder is not None else None
+    """The folder whose README.md keeps the model's runs (see ``recipes.resolve.report_dir``):
+    the model's folder in a tpu-recipes layout, whatever the recipe's format. None for a lone
+    ``run_recipe.sh`` outside them: then there is no model folder to write into."""
+    return report_dir(plan.recipe_script, plan.folder, plan.model_dir)
+
+
+_LAYOUTS = (
+    "<model>/<seq>-<precision>-<device>/[xpk/]run_recipe.sh, or anything under "
+    "training/<family>/<model>/"
+)
 
 
 def _run_folder(store: RunStore, run_id: str) -> Path:
@@ -178,13 +185,12 @@ def report_folder(
     if model_dir is None:
         if to_recipe:
             raise InputError(
-                f"run {run_id}'s recipe is not in the tpu-recipes layout "
-                "(<model>/<seq>-<precision>-<device>/[xpk/]run_recipe.sh): it has no model folder",
+                f"run {run_id}'s recipe is not in the tpu-recipes layout ({_LAYOUTS}): it has no "
+                "model folder",
                 fix=f"`tpu-trainer report {run_id}` writes it beside the run store",
             )
         return _run_folder(store, run_id), (
-            "the recipe is not in the tpu-recipes layout "
-            "(<model>/<seq>-<precision>-<device>/[xpk/]run_recipe.sh), so it has no model folder"
+            f"the recipe is not in the tpu-recipes layout ({_LAYOUTS}), so it has no model folder"
         )
     if rehearsal and not to_recipe:
         return _run_folder(store, run_id), (

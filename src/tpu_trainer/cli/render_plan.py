@@ -75,6 +75,7 @@ def slice_table(plan: Plan) -> Table:
         ("machine type", plan.config.machine_type or s.machine_type),
         ("Kueue flavor", s.kueue_flavor(plan.num_slices)),
         ("quota", str(s.kueue_quota(plan.num_slices))),
+        ("LocalQueue", plan.local_queue),
         ("configmap", f"{key}={value}"),
         ("workload policy", s.workload_policy or "-"),
     ):

@@ -79,7 +79,8 @@ def submit(g: Gcluster, state: State) -> None:
         s = Slice.parse(device)
     except TpuTrainerError:
         g.fail(f"unsupported compute type {g.arg('compute-type')!r} for topology {device!r}")
-    _local_queue(g, state)
+    queue = str(g.arg("queue") or k8s.LOCAL_QUEUE)
+    _local_queue(g, state, queue)
     made = new_workload_policy(state, s)
     if made is not None:
         g.info(f"Created workload policy '{made}' for topology {s.topology_name}")
@@ -93,6 +94,7 @@ def submit(g: Gcluster, state: State) -> None:
         command=g.arg("command"),
         parallel_flag=g.arg("gke-disable-parallel-containers") == "true",
         submitter="gcluster",
+        queue=queue,
     )
     state["workloads"][name] = wl
     if state["behaviours"].get("workload_create_fails_after_submit"):
@@ -105,13 +107,12 @@ def submit(g: Gcluster, state: State) -> None:
     g.info("gcluster job submit workflow completed.")
 
 
-def _local_queue(g: Gcluster, state: State) -> None:
+def _local_queue(g: Gcluster, state: State, queue: str) -> None:
     """configureClusterEnvironment: the ``--queue`` LocalQueue (gcluster's default
     ``multislice-queue`` when none is named and the cluster has none) must exist; when it does
     not, gcluster asks at a yes/no prompt whether to create default queues, and a standard input
     at its end (no terminal) ends it with ``EOF``. The default queues a yes would create are not
     simulated."""
-    queue = g.arg("queue") or k8s.LOCAL_QUEUE
     g.info(f"Using provided Kueue LocalQueue: {queue}")
     if k8s.get(state, k8s.KINDS[2], queue) is not None:
         return

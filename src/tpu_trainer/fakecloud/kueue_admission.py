@@ -43,8 +43,9 @@ def blocker(state: State, wl: dict[str, Any]) -> tuple[str, str] | None:
     """(reason, message) of the ``QuotaReserved`` False condition, or None when admitted."""
     flavor = f"{wl['num_slices']}x{wl['device']}"
     needed = int(wl["chips"]) * int(wl["num_slices"])
-    if k8s.get(state, k8s.KINDS[2], k8s.LOCAL_QUEUE) is None:
-        return "Inadmissible", f"LocalQueue {k8s.LOCAL_QUEUE} is terminating or missing"
+    local = str(wl.get("queue") or k8s.LOCAL_QUEUE)
+    if k8s.get(state, k8s.KINDS[2], local) is None:
+        return "Inadmissible", f"LocalQueue {local} is terminating or missing"
     queue = k8s.get(state, k8s.KINDS[1], k8s.CLUSTER_QUEUE)
     if queue is None:
         return "Inadmissible", f"ClusterQueue {k8s.CLUSTER_QUEUE} is terminating or missing"

@@ -69,7 +69,7 @@ def kueue_workload_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
             ],
         },
         "spec": {
-            "queueName": k8s.LOCAL_QUEUE,
+            "queueName": str(wl.get("queue") or k8s.LOCAL_QUEUE),
             "podSets": [{"name": pod_set(wl), "count": wl["hosts"] * wl["num_slices"]}],
         },
         "status": status,

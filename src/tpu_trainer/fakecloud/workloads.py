@@ -27,6 +27,11 @@ RESTARTED_EXIT_CODES = frozenset({42, *range(127, 256)})
 ``--restart-on-exit-codes``); any other fails the JobSet at once."""
 
 
+def queue_of(wl: dict[str, Any]) -> str:
+    """The LocalQueue a workload was submitted to."""
+    return str(wl.get("queue") or k8s.LOCAL_QUEUE)
+
+
 def new_workload(
     state: State,
     name: str,
@@ -38,9 +43,11 @@ def new_workload(
     command: str,
     parallel_flag: bool,
     submitter: str = "xpk",
+    queue: str = k8s.LOCAL_QUEUE,
 ) -> dict[str, Any]:
     """A workload record for ``num_slices`` slices of ``s`` (pod name suffixes drawn now), its
-    JobSet shaped as ``submitter`` (xpk or gcluster, see :mod:`jobset_shape`) makes it."""
+    JobSet shaped as ``submitter`` (xpk or gcluster, see :mod:`jobset_shape`) makes it, sent to
+    the LocalQueue ``queue``."""
     spec = state["workload_defaults"]
     log, reclaim = _log(state, name, spec, command)
     suffixes = [
@@ -64,6 +71,7 @@ def new_workload(
         "command": command,
         "suffixes": suffixes,
         "submitter": submitter,
+        "queue": queue,
         "containers": containers(s, submitter, spec.get("parallel_containers"), parallel_flag),
         "reads": 0,
         "exit_code": int(spec["exit_code"]),
@@ -375,7 +383,7 @@ def jobset_json(state: State, wl: dict[str, Any]) -> dict[str, Any]:
             "uid": jobset_uid(wl["name"]),
             "creationTimestamp": FAKE_NOW,
             "labels": {
-                "kueue.x-k8s.io/queue-name": k8s.LOCAL_QUEUE,
+                "kueue.x-k8s.io/queue-name": queue_of(wl),
                 _shape(wl).workload_label: wl["name"],
             },
         },

@@ -13,6 +13,11 @@ _TIMESTAMP_LEN = 13
 PREFIX_MAX = WORKLOAD_NAME_MAX - 1 - _TIMESTAMP_LEN
 GCLUSTER_NAME_MAX = 28
 """``gcluster job submit --name``: at most 28 characters (the JobSet and its pods' names)."""
+LOCAL_QUEUE = "multislice-queue"
+"""The Kueue LocalQueue xpk submits to (and gcluster's when ``--queue`` names none and the
+namespace has no other)."""
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_OBJECT_NAME_MAX = 253
 
 
 def slug(text: str) -> str:
@@ -46,3 +51,12 @@ def is_valid_workload_name(name: str, limit: int = WORKLOAD_NAME_MAX) -> bool:
 def submit_script_name(model: str) -> str:
     """``submit_<model>.sh`` with the model name made safe for a file name."""
     return f"submit_{re.sub(r'[^A-Za-z0-9._-]', '_', model)}.sh"
+
+
+def local_queue_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a Kueue LocalQueue (a Kubernetes object name), or None."""
+    if len(name) > _OBJECT_NAME_MAX:
+        return f"longer than {_OBJECT_NAME_MAX} characters"
+    if not _OBJECT_NAME.match(name):
+        return "not lower-case letters, digits, '-' and '.', starting and ending alphanumeric"
+    return None

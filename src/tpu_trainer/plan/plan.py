@@ -13,7 +13,9 @@ from tpu_trainer.errors import InputError
 from tpu_trainer.plan.arg_options import CheckOptions, unset_words
 from tpu_trainer.plan.naming import (
     GCLUSTER_NAME_MAX,
+    LOCAL_QUEUE,
     WORKLOAD_NAME_MAX,
+    local_queue_problem,
     submit_script_name,
     workload_name,
     workload_prefix,
@@ -125,6 +127,9 @@ class Plan:
     """Flags of the submit script's ``xpk workload create``, values as the script writes them."""
     findings: tuple[Finding, ...]
     checks: CheckOptions = field(default_factory=CheckOptions)
+    local_queue: str = LOCAL_QUEUE
+    """The Kueue LocalQueue the workload goes to: a gcluster recipe's ``--queue``, else xpk's
+    ``multislice-queue``. The tool makes, checks and repairs this one."""
 
     @property
     def args_variable(self) -> str:
@@ -359,6 +364,26 @@ def _folder_findings(folder: RecipeFolder | None, recipe_slice: Slice) -> list[F
     return findings
 
 
+def _local_queue(recipe: Recipe, variables: tuple[Variable, ...]) -> str:
+    """The LocalQueue a gcluster recipe's ``--queue`` names (references filled in), else xpk's
+    ``multislice-queue``; a name Kubernetes would refuse is an error here, before anything."""
+    written = recipe.xpk_flag("--queue") if recipe.submitter == "gcluster" else None
+    if not written:
+        return LOCAL_QUEUE
+    known = {v.name: v.value for v in variables}
+    name = re.sub(
+        r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: known.get(m.group(1), m.group(0)), written
+    )
+    problem = local_queue_problem(name)
+    if problem is not None:
+        line = next((f.line for f in recipe.xpk_flags if f.name == "--queue"), 0)
+        raise InputError(
+            f"{recipe.source}:{line}: --queue {name!r} cannot name a Kueue LocalQueue ({problem})",
+            fix="write a Kubernetes object name in the recipe's --queue",
+        )
+    return name
+
+
 def build_plan(
     *,
     model: str,
@@ -385,7 +410,12 @@ def build_plan(
         )
     findings += _folder_findings(folder, slice_)
     findings += [
-        Finding(p.name, Level.FAIL, f"{recipe.source}:{p.line}: {p.message}", p.fix)
+        Finding(
+            p.name,
+            Level.PASS if p.passed else Level.FAIL,
+            f"{recipe.source}:{p.line}: {p.message}",
+            p.fix,
+        )
         for p in recipe.problems
     ]
     num_slices = opts.num_slices or recipe.num_slices
@@ -405,7 +435,9 @@ def build_plan(
                     fix="run `tpu-trainer config init`",
                 )
             )
+    queue = _local_queue(recipe, variables)
     return Plan(
+        local_queue=queue,
         model=model,
         recipe_script=recipe_script,
         output_folder=output_folder,

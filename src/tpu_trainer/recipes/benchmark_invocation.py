@@ -25,7 +25,8 @@ from tpu_trainer.recipes.shell_words import (
 
 RUNNER_MODULE = "benchmarks.benchmark_runner"
 RUNNER_SCRIPT = "benchmarks/benchmark_runner.py"
-_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+"""A README's fenced code block (its text in group 1)."""
 _CHECKOUT = re.compile(r"git checkout\s+([A-Za-z0-9._/-]+)")
 _TEST_ENV = re.compile(r"maxtext(?:\.git)?\)?@([0-9a-f]{7,40})", re.IGNORECASE)
 _EXPORT = re.compile(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=([^\s#]*)", re.MULTILINE)
@@ -122,7 +123,7 @@ def _in_text(text: str, source: str, first_line: int) -> Invocation | None:
 def find_invocation(text: str, source: str, *, markdown: bool) -> Invocation:
     """The first benchmark-runner command of a script, or of a README's fenced blocks."""
     blocks = (
-        [(m.group(1), text.count("\n", 0, m.start(1)) + 1) for m in _FENCE.finditer(text)]
+        [(m.group(1), text.count("\n", 0, m.start(1)) + 1) for m in FENCE.finditer(text)]
         if markdown
         else [(text, 1)]
     )
@@ -150,7 +151,7 @@ def pinned_revision(readme: str) -> str | None:
 def readme_exports(readme: str) -> dict[str, str]:
     """``export NAME=value`` lines of a README's fenced blocks whose value is plain text."""
     out: dict[str, str] = {}
-    for block in _FENCE.finditer(readme):
+    for block in FENCE.finditer(readme):
         for name, value in _EXPORT.findall(block.group(1)):
             if value and "$" not in value:
                 out[name] = value

@@ -72,14 +72,18 @@ def _after_options(words: list[Word] | tuple[Word, ...], start: int) -> int:
     return i
 
 
+_TRAIN_SCRIPT = re.compile(r"(?:.*/)?train(?:_[a-z0-9]+)?\.py")
+
+
 def script_entry(words: list[Word] | tuple[Word, ...]) -> int | None:
-    """Index of ``MaxText/train.py`` in ``python3 [-u] MaxText/train.py`` (older MaxText, no -m)."""
+    """Index of the program in ``python3 [-u] MaxText/train.py`` (older MaxText, no -m) or
+    ``python src/maxdiffusion/train_sdxl.py``."""
     for i, word in enumerate(words[:-1]):
         if not is_python(word):
             continue
         at = _after_options(words, i + 1)
         program = words[at].literal or "" if at < len(words) else ""
-        if program.endswith("/train.py") and framework_of(program):
+        if _TRAIN_SCRIPT.fullmatch(program) and "/" in program and framework_of(program):
             return at
     return None
 

@@ -25,19 +25,24 @@ def read_recipe_file(ref: RecipeRef) -> str:
 
 
 def read_recipe(ref: RecipeRef, variables: Mapping[str, str] | None = None) -> Recipe:
-    """The recipe model of a ``run_recipe.sh``, or of a MaxText benchmark-runner recipe (a
-    script or README running ``benchmarks.benchmark_runner``); ``variables`` are the ``--var``
-    values (``MAXTEXT_REVISION`` picks another MaxText revision than the recipe's pin)."""
+    """The recipe model of a ``run_recipe.sh``, of a MaxText benchmark-runner recipe (a
+    script or README running ``benchmarks.benchmark_runner``), or of a README submitting a
+    training script (``--command "bash <script> ..."``); ``variables`` are the ``--var`` values
+    (``MAXTEXT_REVISION`` picks another MaxText revision than the recipe's)."""
     from tpu_trainer.recipes.benchmark_recipe import benchmark_recipe
     from tpu_trainer.recipes.cluster_toolkit import (
         looks_like_cluster_toolkit,
         parse_cluster_toolkit_recipe,
     )
     from tpu_trainer.recipes.reader import parse_recipe
+    from tpu_trainer.recipes.script_readme import mentions_script_command
+    from tpu_trainer.recipes.script_recipe import script_recipe
 
     text = read_recipe_file(ref)
     if ref.script.name != RECIPE_FILE and mentions_runner(text):
         return benchmark_recipe(ref.script, text, variables)
+    if ref.script.suffix.lower() == ".md" and mentions_script_command(text):
+        return script_recipe(ref.script, text, variables)
     if looks_like_cluster_toolkit(text):
         return parse_cluster_toolkit_recipe(text, str(ref.script))
     return parse_recipe(text, str(ref.script))

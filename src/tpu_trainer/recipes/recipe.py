@@ -93,12 +93,14 @@ class Placeholding:
 class RecipeProblem:
     """Something in the recipe that would stop it as written, though what it asks for can be
     planned (a benchmark-runner command its pinned MaxText refuses): reported by the checks as a
-    failure named ``name``, with the fix."""
+    failure named ``name``, with the fix. With ``passed``, a finding that says how the recipe
+    was read (the MaxText revision it runs, and why) and stops nothing."""
 
     name: str
     message: str
     fix: str
     line: int
+    passed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,14 @@ topology, sequence length and variant.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tpu_trainer.errors import InputError
 from tpu_trainer.recipes.benchmark_invocation import mentions_runner
 from tpu_trainer.recipes.folder import RecipeFolder, parse_folder_name
+from tpu_trainer.recipes.script_readme import mentions_script_command
 
 RECIPE_FILE = "run_recipe.sh"
 README = "README.md"
@@ -84,20 +86,78 @@ def _ref_for_script(script: Path) -> RecipeRef:
     )
 
 
-def is_runner_recipe(path: Path) -> bool:
-    """A script or README that runs MaxText's ``benchmarks.benchmark_runner``."""
-    if path.suffix not in (".sh", ".md") or not path.is_file():
-        return False
+def _text(path: Path) -> str | None:
+    if not path.is_file():
+        return None
     try:
-        return mentions_runner(path.read_text(encoding="utf-8", errors="replace"))
+        return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return None
+
+
+def training_model_dir(script: Path) -> Path | None:
+    """``training/<family>/<Model>`` when ``script`` lies inside one (a tpu-recipes checkout,
+    whatever the recipe's format and depth), else None."""
+    parts = script.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i] == TRAINING and i + 3 < len(parts):
+            return Path(*parts[: i + 3])
+    return None
+
+
+def report_dir(script: Path, parsed: RecipeFolder | None, model_dir: Path) -> Path | None:
+    """The folder whose ``README.md`` a run of the recipe at ``script`` is reported in: the
+    model's folder of the Ironwood layout (``<model>/<seq>-<precision>-<device>/[xpk/]...``),
+    of any tpu-recipes ``training/<family>/<Model>/`` tree (Trillium scripts, slice folders,
+    v5p READMEs, ``cluster_toolkit/``), or, outside such a tree, the folder of a recipe that
+    is a README or a script with its README beside it. None for a lone ``run_recipe.sh``
+    elsewhere: there is no model folder to write into."""
+    if parsed is not None:
+        return model_dir
+    tree = training_model_dir(script)
+    if tree is not None:
+        return tree
+    if script.name == README or (script.name != RECIPE_FILE and (script.parent / README).is_file()):
+        return script.parent
+    return None
+
+
+def is_runner_recipe(path: Path) -> bool:
+    """A script or README that runs MaxText's ``benchmarks.benchmark_runner``, or a README that
+    submits a training script (``--command "bash <script> ..."``)."""
+    text = _text(path) if path.suffix in (".sh", ".md") else None
+    if text is None:
         return False
+    return mentions_runner(text) or (path.suffix == ".md" and mentions_script_command(text))
 
 
 def _runner_recipes_in(folder: Path) -> list[Path]:
     scripts = [p for p in sorted(folder.glob("*.sh")) if is_runner_recipe(p)]
     readme = folder / README
     return scripts or ([readme] if is_runner_recipe(readme) else [])
+
+
+_OTHER_FRAMEWORKS = (("TensorFlow", re.compile(r"\btensorflow[-_a-z]*\b", re.IGNORECASE)),)
+_RUNS = "MaxText, MaxDiffusion, Tunix and Hugging Face Transformers programs"
+
+
+def other_framework(readme: Path) -> InputError | None:
+    """A tpu-recipes README that trains with a framework the tool does not run (DLRM V2 on
+    TensorFlow): what to do instead."""
+    text = _text(readme)
+    if text is None:
+        return None
+    for name, pattern in _OTHER_FRAMEWORKS:
+        if pattern.search(text):
+            return InputError(
+                f"{readme} trains with {name}, on a TPU VM its steps create by hand: tpu-trainer "
+                f"runs {_RUNS} (MaxText recipes on GKE through xpk or gcluster, or on a TPU VM "
+                "it makes for the run)",
+                fix="follow that README's steps yourself; for a Hugging Face Transformers model, "
+                "`tpu-trainer hf --device-type <v5p-N> --model <id>` runs it on a TPU VM, and "
+                "`tpu-trainer plan` reads a MaxText recipe of the same model if there is one",
+            )
+    return None
 
 
 def _variants(folder: Path) -> dict[str, Path]:
@@ -164,6 +224,9 @@ def resolve_path(path: Path, submitter: str | None = None) -> RecipeRef:
     """A recipe given as a path; ``submitter`` picks the variant of a folder holding several."""
     if path.is_file():
         if path.name != RECIPE_FILE and not is_runner_recipe(path):
+            other = other_framework(path) if path.name == README else None
+            if other is not None:
+                raise other
             raise InputError(
                 f"{path} is not a {RECIPE_FILE}, nor a script or README running benchmark_runner",
                 fix=f"give the recipe folder, its {RECIPE_FILE}, or a script or README that "
@@ -195,6 +258,9 @@ def resolve_path(path: Path, submitter: str | None = None) -> RecipeRef:
             f"{path} holds {len(inside)} recipes; which one?\n{_describe(inside, path)}",
             fix="give one of these folders",
         )
+    other = other_framework(path / README)
+    if other is not None:
+        raise other
     raise InputError(
         f"{path} is not a recipe folder: it has no {RECIPE_FILE} (nor xpk/{RECIPE_FILE})",
         fix="give a tpu-recipes folder such as training/ironwood/<model>/<seq>-<precision>-tpu7x-<topology>",

@@ -124,6 +124,8 @@ Token = Word | Op
 
 _NAME_START = re.compile(r"[A-Za-z_]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_POSITIONAL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|@")
+"""With ``positional=True``: names, and the script's own arguments (``$1``, ``${10}``, ``$@``)."""
 _PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.-]*)>")
 _OPERATORS = ("&&", "||", "&>", ">>", "|", ";", "&", "<", ">", "(", ")")
 # Sentinels standing for a variable kept symbolic inside an already expanded string.
@@ -133,13 +135,19 @@ REF_CLOSE = "\x02"
 
 class _Lexer:
     def __init__(
-        self, text: str, first_line: int = 1, expansions: bool = False, redirects: bool = False
+        self,
+        text: str,
+        first_line: int = 1,
+        expansions: bool = False,
+        redirects: bool = False,
+        positional: bool = False,
     ) -> None:
         self.s = text
         self.i = 0
         self.line = first_line
         self.expansions = expansions
         self.redirects = redirects
+        self.positional = positional
 
     def error(self, message: str) -> ShellSyntaxError:
         return ShellSyntaxError(message, self.line)
@@ -318,7 +326,8 @@ class _Lexer:
                 raise self.error("unterminated ${...}")
             inner = self.s[self.i + 2 : end]
             indirect = self.expansions and inner.startswith("!")
-            m = _NAME.match(inner, 1 if indirect else 0)
+            name = _POSITIONAL if self.positional else _NAME
+            m = name.match(inner, 1 if indirect else 0)
             if m is None or (indirect and m.end() != len(inner)):
                 raise self.error(f"unsupported parameter expansion '${{{inner}}}'")
             rest = inner[m.end() :]
@@ -328,7 +337,10 @@ class _Lexer:
             self.line += inner.count("\n")
             self.i = end + 1
             return Var(m.group(0), quote, rest, indirect)
-        m = _NAME.match(self.s, self.i + 1)
+        m = (_POSITIONAL if self.positional else _NAME).match(self.s, self.i + 1)
+        if self.positional and m is not None and m.group(0)[0].isdigit():
+            self.i += 2  # `$12` is `${1}2`
+            return Var(nxt, quote)
         if m is None:
             if nxt in "?!$#@*0123456789-":
                 raise self.error(f"special parameter '${nxt}' is not supported")
@@ -405,12 +417,18 @@ def _brace_end(s: str, i: int) -> int:
 
 
 def tokenize(
-    text: str, first_line: int = 1, expansions: bool = False, redirects: bool = False
+    text: str,
+    first_line: int = 1,
+    expansions: bool = False,
+    redirects: bool = False,
+    positional: bool = False,
 ) -> list[Token]:
     """Split ``text`` into words and operators (comments and line continuations removed);
     ``expansions`` also accepts the parameter expansions of :data:`_EXPANSIONS` and ``${!NAME}``,
-    ``redirects`` reads redirections as :class:`Redir` words (a pod command's ``2>&1``)."""
-    return list(_Lexer(text, first_line, expansions, redirects).tokens())
+    ``redirects`` reads redirections as :class:`Redir` words (a pod command's ``2>&1``),
+    ``positional`` the script's arguments (``$1``, ``${2:-default}``, ``"$@"``) as :class:`Var`
+    parts named ``1``, ``2``, ``@``."""
+    return list(_Lexer(text, first_line, expansions, redirects, positional).tokens())
 
 
 def split_commands(tokens: list[Token], separators: frozenset[str]) -> list[tuple[list[Word], str]]:

@@ -31,12 +31,12 @@ from typing import Any
 import yaml
 
 from tpu_trainer.errors import InputError
+from tpu_trainer.plan.naming import LOCAL_QUEUE
 from tpu_trainer.plan.slices import Slice
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 DEPRECATED_API_VERSION = "kueue.x-k8s.io/v1beta1"
 CLUSTER_QUEUE = "cluster-queue"
-LOCAL_QUEUE = "multislice-queue"
 CONFIGMAP_NAMESPACE = "default"
 TPU_RESOURCE = "google.com/tpu"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
@@ -104,12 +104,13 @@ def cluster_queue(slice_: Slice, num_slices: int) -> dict[str, Any]:
     }
 
 
-def local_queue(namespace: str = CONFIGMAP_NAMESPACE) -> dict[str, Any]:
-    """The LocalQueue ``multislice-queue`` xpk submits to, feeding ``cluster-queue``."""
+def local_queue(namespace: str = CONFIGMAP_NAMESPACE, name: str = LOCAL_QUEUE) -> dict[str, Any]:
+    """The LocalQueue ``name`` feeding ``cluster-queue``: xpk's ``multislice-queue``, or the one
+    a gcluster recipe's ``--queue`` names."""
     return {
         "apiVersion": API_VERSION,
         "kind": "LocalQueue",
-        "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"clusterQueue": CLUSTER_QUEUE},
     }
 
@@ -373,13 +374,15 @@ def kueue_findings(
     configmap_data: Mapping[str, str] | None,
     local_queue_exists: bool = True,
     xpk_configmap: bool = True,
+    local_queue_name: str = LOCAL_QUEUE,
 ) -> list[Finding]:
     """What keeps Kueue from admitting ``num_slices`` × ``slice_`` on ``cluster``, with fixes.
 
     The arguments are the objects as read from the cluster (None when one does not exist):
-    the ResourceFlavor, the ClusterQueue ``cluster-queue``, and the ``data`` of the
-    ``<cluster>-resources-configmap`` (judged only with ``xpk_configmap``: xpk reads it, gcluster
-    does not). An empty list means all is in order.
+    the ResourceFlavor, the ClusterQueue ``cluster-queue``, whether the LocalQueue
+    ``local_queue_name`` exists, and the ``data`` of the ``<cluster>-resources-configmap``
+    (judged only with ``xpk_configmap``: xpk reads it, gcluster does not). An empty list means
+    all is in order.
     """
     findings: list[Finding] = []
     flavor_finding = _flavor_finding(flavor, slice_, num_slices)
@@ -390,13 +393,13 @@ def kueue_findings(
         message = _queue_message(cluster_queue, slice_, num_slices)
         findings.append(_apply(f"ClusterQueue {CLUSTER_QUEUE}", message, queue))
     if not local_queue_exists:
+        who = "xpk submits" if local_queue_name == LOCAL_QUEUE else "the recipe's --queue submits"
         findings.append(
             _apply(
-                f"LocalQueue {LOCAL_QUEUE}",
-                f"LocalQueue {LOCAL_QUEUE} does not exist in namespace {CONFIGMAP_NAMESPACE}: xpk "
-                f"and the recipes' gcluster --queue submit workloads to it, and it feeds "
-                f"{CLUSTER_QUEUE}",
-                local_queue(),
+                f"LocalQueue {local_queue_name}",
+                f"LocalQueue {local_queue_name} does not exist in namespace "
+                f"{CONFIGMAP_NAMESPACE}: {who} workloads to it, and it feeds {CLUSTER_QUEUE}",
+                local_queue(name=local_queue_name),
             )
         )
     configmap = (

@@ -13,11 +13,11 @@ from tpu_trainer.infra.runner import CommandFailed, CommandRunner
 from tpu_trainer.launchers.gke.kueue import (
     CLUSTER_QUEUE,
     CONFIGMAP_NAMESPACE,
-    LOCAL_QUEUE,
     Finding,
     configmap_name,
     kueue_findings,
 )
+from tpu_trainer.plan.naming import LOCAL_QUEUE
 from tpu_trainer.plan.slices import Slice
 
 
@@ -30,14 +30,20 @@ class KueueState:
 
 
 def read_state(
-    kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int, *, xpk_configmap: bool = True
+    kubectl: Kubectl,
+    cluster: str,
+    slice_: Slice,
+    num_slices: int,
+    *,
+    xpk_configmap: bool = True,
+    local_queue: str = LOCAL_QUEUE,
 ) -> KueueState:
     """The objects admission depends on, read in parallel (xpk's configmap only when the
-    submitter reads it)."""
+    submitter reads it; the LocalQueue the workload goes to)."""
     with ThreadPoolExecutor(max_workers=4) as pool:
         flavor = pool.submit(kubectl.get, "resourceflavor", slice_.kueue_flavor(num_slices))
         queue = pool.submit(kubectl.get, "clusterqueue", CLUSTER_QUEUE)
-        local = pool.submit(kubectl.get, "localqueue", LOCAL_QUEUE, CONFIGMAP_NAMESPACE)
+        local = pool.submit(kubectl.get, "localqueue", local_queue, CONFIGMAP_NAMESPACE)
         configmap = (
             pool.submit(kubectl.get, "configmap", configmap_name(cluster), CONFIGMAP_NAMESPACE)
             if xpk_configmap
@@ -49,22 +55,6 @@ def read_state(
         queue.result(),
         None if cm is None else dict(cm.get("data") or {}),
         local.result() is not None,
-    )
-
-
-def findings(
-    kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int, *, xpk_configmap: bool = True
-) -> list[Finding]:
-    state = read_state(kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap)
-    return kueue_findings(
-        cluster,
-        slice_,
-        num_slices,
-        flavor=state.flavor,
-        cluster_queue=state.cluster_queue,
-        configmap_data=state.configmap_data,
-        local_queue_exists=state.local_queue_exists,
-        xpk_configmap=xpk_configmap,
     )
 
 
@@ -91,10 +81,24 @@ def ensure(
     display: Display,
     *,
     xpk_configmap: bool = True,
+    local_queue: str = LOCAL_QUEUE,
 ) -> list[Finding]:
-    """Repair whatever is missing (xpk's configmap only for a submitter that reads it);
-    returns what was repaired."""
-    todo = findings(kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap)
+    """Repair whatever is missing (xpk's configmap only for a submitter that reads it; the
+    LocalQueue the workload goes to); returns what was repaired."""
+    state = read_state(
+        kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap, local_queue=local_queue
+    )
+    todo = kueue_findings(
+        cluster,
+        slice_,
+        num_slices,
+        flavor=state.flavor,
+        cluster_queue=state.cluster_queue,
+        configmap_data=state.configmap_data,
+        local_queue_exists=state.local_queue_exists,
+        xpk_configmap=xpk_configmap,
+        local_queue_name=local_queue,
+    )
     for finding in todo:
         display.info(f"repairing: {finding.message}")
         apply_fix(finding, kubectl, runner)

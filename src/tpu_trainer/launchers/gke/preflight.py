@@ -16,7 +16,6 @@ from tpu_trainer.infra.runner import LOGIN_FIX
 from tpu_trainer.launchers.gke.kueue import (
     CLUSTER_QUEUE,
     CONFIGMAP_NAMESPACE,
-    LOCAL_QUEUE,
     Finding,
     configmap_name,
     kueue_findings,
@@ -69,7 +68,7 @@ def observe(plan: Plan, config: Config, gcloud: Gcloud, kubectl: Kubectl) -> Obs
         "policy": lambda: gcloud.resource_policy_exists(policy, config.region) if policy else None,
         "flavor": lambda: kubectl.get("resourceflavor", s.kueue_flavor(n)),
         "queue": lambda: kubectl.get("clusterqueue", CLUSTER_QUEUE),
-        "local": lambda: kubectl.get("localqueue", LOCAL_QUEUE, CONFIGMAP_NAMESPACE),
+        "local": lambda: kubectl.get("localqueue", plan.local_queue, CONFIGMAP_NAMESPACE),
         "configmap": lambda: kubectl.get(
             "configmap", configmap_name(config.cluster_name), CONFIGMAP_NAMESPACE
         ),
@@ -100,6 +99,7 @@ def checks(plan: Plan, config: Config, seen: Observed) -> list[Check]:
         cluster_queue=seen.cluster_queue,
         configmap_data=data,
         local_queue_exists=seen.local_queue is not None,
+        local_queue_name=plan.local_queue,
     )
     for name, subject in (
         ("kueue-resourceflavor", "ResourceFlavor"),
@@ -108,12 +108,13 @@ def checks(plan: Plan, config: Config, seen: Observed) -> list[Check]:
         ("xpk-configmap", "ConfigMap"),
     ):
         found = next((f for f in problems if f.subject.startswith(subject)), None)
+        shown = f"{subject} {plan.local_queue}" if subject == "LocalQueue" else subject
         if found is None:
             out.append(
                 Check(
                     name,
                     Level.PASS,
-                    f"{subject} ready for {plan.slice.kueue_flavor(plan.num_slices)}",
+                    f"{shown} ready for {plan.slice.kueue_flavor(plan.num_slices)}",
                 )
             )
         else:

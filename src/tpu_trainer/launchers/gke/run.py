@@ -273,6 +273,7 @@ class GkeRun(Launcher):
             plan.num_slices,
             self.display,
             xpk_configmap=self._submitter.kueue.xpk_configmap,
+            local_queue=plan.local_queue,
         )
         stages.done("configure", detail=f"{len(fixed)} repaired")
 
