@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.store.db import RunStore
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
@@ -127,3 +129,37 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         "TPU_TRAINER_CACHE": str(cache_dir()),
         "COLUMNS": "200",
     }
+
+
+def new_run(
+    store: RunStore,
+    run_id: str = "r1",
+    launcher: LaunchPath = LaunchPath.XPK,
+    device_type: str = "tpu7x-8",
+    **fields: str | None,
+) -> None:
+    """A run in ``store``; what a test does not name is filled in (model ``m``, bf16, no
+    project, cluster, region, zone or plan). ``fields`` overrides ``model``, ``project``..."""
+    values: dict[str, str | None] = {
+        "model": "m",
+        "request": "r",
+        "precision": "bf16",
+        "project": None,
+        "cluster": None,
+        "region": None,
+        "zone": None,
+        **fields,
+    }
+    store.create_run(
+        run_id,
+        model=str(values["model"]),
+        request=str(values["request"]),
+        launcher=launcher,
+        device_type=device_type,
+        precision=str(values["precision"]),
+        project=values["project"],
+        cluster=values["cluster"],
+        region=values["region"],
+        zone=values["zone"],
+        plan_json=None,
+    )

@@ -4,46 +4,28 @@ dashboard on 127.0.0.1 plays the job."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
+from kuberay_setup import SETTINGS, TOKEN, Cloud, kuberay_cloud, kuberay_run
 from tpu_trainer.app.display import SilentDisplay
-from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.fakecloud import fake_cloud_env, init_state, parse_scenario, write_shims
+from tpu_trainer.fakecloud import parse_scenario
 from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
 from tpu_trainer.fakecloud.ray_k8s import configure_ray
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
-from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
 from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.launchers.kuberay.manifests import RaySettings
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.ray.follow import Deadlines
-from tpu_trainer.plan.plan import Plan, PlanOptions
-from tpu_trainer.simcloud.rehearsal import emulated_env
-from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
+from tpu_trainer.store.db import ResourceState, RunStatus
 
 pytestmark = pytest.mark.e2e
 
-TOKEN = "kuberay-made-token-5f2c9e0a7b"
 RUN_ID = "feedf00d"
 RAY_LOG = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs" / "ray_v6e_4x4.log"
 RANK = "\x1b[36m(TrainController pid=2210)\x1b[0m - (ip=10.12.3.6, pid=4411) world_rank=0, local_rank=0, node_rank=0\n"
-SETTINGS = RaySettings(image="us-docker.pkg.dev/demo-project/images/ray-maxtext:2.60.0")
-
-
-@dataclass
-class Cloud:
-    state: Path
-    store: RunStore
-    runner: SubprocessRunner
-    plan: Plan
-    recipe: Path
 
 
 @pytest.fixture
@@ -51,25 +33,9 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     scenario = parse_scenario(
         {"project": "demo-project", "region": "us-central1", "cluster": {"name": "demo-cluster"}}
     )
-    state = tmp_path / "state.json"
-    init_state(scenario, state)
-    write_shims(tmp_path / "bin")
-    env = emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state))
-    env.pop("RAY_AUTH_TOKEN", None)
-    store = RunStore(tmp_path / "store" / "runs.db")
-
-    def record(result: CommandResult) -> None:
-        store.record_command(RUN_ID, result)
-
-    recipe = tmp_path / "recipes" / RECIPES["tee-upload"]
-    shutil.copytree(RECIPES_ROOT / RECIPES["tee-upload"], recipe)
-    plan = plan_request(
-        Request(str(recipe), config_path=CONFIG),
-        # the job log's 12 steps are all the run asks for: Ray's SUCCEEDED is then the truth
-        PlanOptions(user="test_user", now=NOW, overrides=(("steps", "12"),)),
-    )
-    yield Cloud(state, store, SubprocessRunner(env=env, recorder=record), plan, recipe)
-    store.close()
+    # the job log's 12 steps are all the run asks for: Ray's SUCCEEDED is then the truth
+    with kuberay_cloud(tmp_path, scenario, RUN_ID, (("steps", "12"),)) as made:
+        yield made
 
 
 def _job_log() -> list[str]:
@@ -81,18 +47,7 @@ def _job_log() -> list[str]:
 
 
 def _run(cloud: Cloud, **kwargs: object) -> KubeRayRun:
-    return KubeRayRun(
-        cloud.store,
-        cloud.runner,
-        SilentDisplay(),
-        cloud.plan,
-        str(cloud.recipe),
-        SETTINGS,
-        run_id=RUN_ID,
-        poll_seconds=0.05,
-        env={},
-        **kwargs,  # type: ignore[arg-type]
-    )
+    return kuberay_run(cloud, RUN_ID, **kwargs)
 
 
 def _kinds_left(state: Path) -> set[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import new_run
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.store.db import RunStore, SegmentEnd
 
@@ -14,18 +15,15 @@ pytestmark = pytest.mark.unit
 
 def test_an_interruption_ends_a_segment_and_its_cost_is_kept_on_the_next(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "runs.db")
-    store.create_run(
+    new_run(
+        store,
         "r1",
-        model="m",
+        LaunchPath.XPK,
+        "tpu7x-8",
         request="req",
-        launcher=LaunchPath.XPK,
-        device_type="tpu7x-8",
-        precision="bf16",
         project="p",
         cluster="c",
         region="us-central1",
-        zone=None,
-        plan_json=None,
     )
     first = store.start_segment("r1", "us-central1-c")
     store.segment_first_step("r1", first, wasted_steps=5)  # a first segment redoes nothing

@@ -73,7 +73,8 @@ def _objects(
             (v for key, op, v in terms if key == "jobset.sigs.k8s.io/jobset-name" and op == "="),
             None,
         )
-        return selected(wls.pods(state, jobset), terms)
+        stored = k8s.listed(state, kind, namespace)  # a RayCluster's lost workers
+        return selected(wls.pods(state, jobset) + stored, terms)
     if kind.kind == "JobSet":
         found = [wls.jobset_json(state, wl) for wl in state["workloads"].values()]
         return selected(found, selector_terms(selector))

@@ -8,6 +8,9 @@ Secret named after the cluster holds ``auth_token``. Deleting the cluster delete
 ``port-forward svc/<cluster>-head-svc`` prints kubectl's ``Forwarding from`` line with the port
 in ``ray.dashboard_port`` (where a test runs a dashboard, real or
 :class:`~tpu_trainer.fakecloud.ray_dashboard.FakeRayDashboard`) and waits to be stopped.
+:func:`reclaim_workers` takes a cluster's TPU slice back (a preemption): its worker pods read
+``Failed`` with the ``DisruptionTarget`` condition GKE's graceful node shutdown sets, until the
+cluster is deleted.
 
 The state keeps these settings under ``ray`` (see :func:`configure_ray`).
 """
@@ -99,9 +102,54 @@ def admit(state: State, obj: dict[str, Any], source: str) -> None:
 
 
 def deleted(state: State, kind: k8s.Kind, name: str, namespace: str) -> None:
-    """The operator's Secret goes with its RayCluster."""
+    """The operator's Secret (and the cluster's pods) go with its RayCluster."""
     if kind.kind == "RayCluster":
         state["k8s"].pop(k8s.key(_kind("secret"), name, namespace), None)
+        for pod in k8s.listed(state, _kind("pod"), namespace):
+            if (pod["metadata"].get("labels") or {}).get("ray.io/cluster") == name:
+                state["k8s"].pop(k8s.key(_kind("pod"), pod["metadata"]["name"], namespace))
+
+
+def reclaim_workers(path: Path | str, name: str, namespace: str = "default") -> int:
+    """The nodes under RayCluster ``name``'s TPU workers shut down (preemption): each worker
+    pod reads ``Failed``, reason ``Terminated``, with ``DisruptionTarget`` True (reason
+    ``TerminationByKubelet``), as the kubelet leaves them. Returns how many pods."""
+    with transaction(Path(path)) as state:
+        cluster = k8s.get(state, _kind("raycluster"), name, namespace)
+        if cluster is None:
+            return 0
+        lost = 0
+        for group in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
+            hosts = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
+            for i in range(hosts):
+                k8s.put(state, _lost_pod(name, str(group.get("groupName")), i), namespace)
+                lost += 1
+        return lost
+
+
+_SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
+
+
+def _lost_pod(cluster: str, group: str, i: int) -> dict[str, Any]:
+    labels = {"ray.io/cluster": cluster, "ray.io/group": group, "ray.io/node-type": "worker"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{cluster}-{group}-worker-{i}", "labels": labels},
+        "status": {
+            "phase": "Failed",
+            "reason": "Terminated",
+            "message": _SHUTDOWN,
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "TerminationByKubelet",
+                    "message": _SHUTDOWN,
+                }
+            ],
+        },
+    }
 
 
 # ---- output ------------------------------------------------------------------------------------
