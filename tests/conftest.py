@@ -131,20 +131,51 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def new_run(
+    store: RunStore,
+    run_id: str = "r1",
+    launcher: LaunchPath = LaunchPath.XPK,
+    device_type: str = "tpu7x-8",
+    **fields: str | None,
+) -> None:
+    """A run in ``store``; what a test does not name is filled in (model ``m``, bf16, no
+    project, cluster, region, zone or plan). ``fields`` overrides ``model``, ``project``..."""
+    values: dict[str, str | None] = {
+        "model": "m",
+        "request": "r",
+        "precision": "bf16",
+        "project": None,
+        "cluster": None,
+        "region": None,
+        "zone": None,
+        **fields,
+    }
+    store.create_run(
+        run_id,
+        model=str(values["model"]),
+        request=str(values["request"]),
+        launcher=launcher,
+        device_type=device_type,
+        precision=str(values["precision"]),
+        project=values["project"],
+        cluster=values["cluster"],
+        region=values["region"],
+        zone=values["zone"],
+        plan_json=None,
+    )
+
+
 def store_with_run(path: Path, run_id: str = "r1", device_type: str = "tpu7x-8") -> RunStore:
     """A run store at ``path`` holding one GKE run ``run_id`` (no plan, no steps yet)."""
     store = RunStore(path)
-    store.create_run(
+    new_run(
+        store,
         run_id,
-        model="m",
+        LaunchPath.XPK,
+        device_type,
         request="req",
-        launcher=LaunchPath.XPK,
-        device_type=device_type,
-        precision="bf16",
         project="p",
         cluster="c",
         region="us-central1",
-        zone=None,
-        plan_json=None,
     )
     return store

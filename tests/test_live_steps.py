@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import new_run
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.frameworks.vm_program import LogFormat
@@ -20,19 +21,7 @@ pytestmark = pytest.mark.unit
 
 def _store(tmp_path: Path) -> RunStore:
     store = RunStore(tmp_path / "runs.db", RunMode.REHEARSAL)
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=LaunchPath.TPU_VM,
-        device_type="v6e-8",
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json=None,
-    )
+    new_run(store, "r1", LaunchPath.TPU_VM, "v6e-8")
     return store
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, check_golden
+from conftest import GOLDEN, check_golden, new_run
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.results import (
     report_from_json,
@@ -188,19 +188,7 @@ def test_out_of_order_and_repeated_steps_as_before() -> None:
 # ---- store -----------------------------------------------------------------------------------
 def _store(folder: Path) -> RunStore:
     store = RunStore(folder / "runs.db", RunMode.REAL)
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=LaunchPath.XPK,
-        device_type="tpu7x-256",
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json=None,
-    )
+    new_run(store, "r1", LaunchPath.XPK, "tpu7x-256")
     return store
 
 

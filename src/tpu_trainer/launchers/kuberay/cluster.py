@@ -25,7 +25,12 @@ from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, 
 from tpu_trainer.infra.ray_jobs import TOKEN_ENV
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
 from tpu_trainer.launchers.gke.teardown import Teardown, TeardownReport
-from tpu_trainer.launchers.kuberay.manifests import DASHBOARD_PORT, KubeRayPlan, head_service
+from tpu_trainer.launchers.kuberay.manifests import (
+    DASHBOARD_PORT,
+    WORKER_GROUP,
+    KubeRayPlan,
+    head_service,
+)
 from tpu_trainer.store.db import Resource, ResourceState, RunStore
 
 RAYCLUSTER = "raycluster"
@@ -67,6 +72,27 @@ def head_ready(cluster: dict[str, Any]) -> bool:
         if cond.get("type") == "HeadPodReady":
             return bool(cond.get("status") == "True")
     return status.get("state") == "ready"
+
+
+DISRUPTION = "DisruptionTarget"
+"""The pod condition Kubernetes sets before it takes a pod away (node shutdown or preemption,
+eviction, the taint manager)."""
+SHUTDOWN_REASONS = frozenset({"Terminated", "NodeShutdown", "Shutdown"})
+"""A failed pod's ``status.reason`` when its node shut down under it."""
+
+
+def lost_pod(pod: dict[str, Any]) -> str | None:
+    """Why Kubernetes took ``pod`` away (its ``DisruptionTarget`` condition, or a node
+    shutdown's ``status.reason``), or None."""
+    name = (pod.get("metadata") or {}).get("name", "?")
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == DISRUPTION and cond.get("status") == "True":
+            why = ": ".join(x for x in (cond.get("reason"), cond.get("message")) if x)
+            return f"TPU worker pod {name} lost ({DISRUPTION}{', ' + why if why else ''})"
+    if status.get("phase") == "Failed" and status.get("reason") in SHUTDOWN_REASONS:
+        return f"TPU worker pod {name} lost ({status.get('message') or status['reason']})"
+    return None
 
 
 def port_from(line: str) -> int | None:
@@ -147,6 +173,20 @@ class KubeRayCluster:
                 fix=f"`kubectl describe pod -l ray.io/cluster={kplan.name},ray.io/node-type=head "
                 f"--namespace={kplan.namespace}` says why (image pull, CPU or memory)",
             )
+
+    def taken_back(self, kplan: KubeRayPlan) -> str | None:
+        """The cluster's word that the RayCluster's TPU workers lost their capacity (a pod
+        Kubernetes took away: preemption, maintenance, node shutdown), else None."""
+        selector = f"ray.io/cluster={kplan.name},ray.io/group={WORKER_GROUP}"
+        try:
+            pods = self.kubectl.list_objects("pods", selector=selector, namespace=kplan.namespace)
+        except TpuTrainerError:
+            return None  # the cluster cannot say: the job's own ending stands
+        lost = [why for why in map(lost_pod, pods) if why is not None]
+        if not lost:
+            return None
+        more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+        return lost[0] + more
 
     def token(self, kplan: KubeRayPlan, env: dict[str, str]) -> str:
         """``$RAY_AUTH_TOKEN``, else the token in the Secret the operator made for the cluster."""
