@@ -5,6 +5,7 @@ without it the run ends interrupted. Transient errors retry on a budget of their
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from tpu_trainer.fakecloud.ray_dashboard import (
     ray_job_log,
     reclaimed_jobs,
 )
+from tpu_trainer.fakecloud.state import read_state
 from tpu_trainer.launchers.kuberay.manifests import kuberay_plan
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.ray.follow import Deadlines
@@ -56,11 +58,16 @@ class Ran:
     """The Ray jobs' submission ids, in order."""
 
 
-def _start(cloud: Cloud, scripts: tuple[JobScript, ...], **retries: int) -> Ran:
-    """Run the recipe on KubeRay against a fake dashboard playing ``scripts`` in turn."""
+def _start(
+    cloud: Cloud, scripts: tuple[JobScript, ...], *, replace: bool = False, **retries: int
+) -> Ran:
+    """Run the recipe on KubeRay against a fake dashboard playing ``scripts`` in turn (with
+    ``replace`` the operator deletes and makes again a worker pod that ended, as KubeRay does)."""
     first, *later = scripts
     with FakeRayDashboard(TOKEN, first, later=later) as dash:
-        configure_ray(cloud.state, dashboard_port=dash.port, token=TOKEN)
+        configure_ray(
+            cloud.state, dashboard_port=dash.port, token=TOKEN, replace_ended_workers=replace
+        )
         run = kuberay_run(
             cloud,
             RUN_ID,
@@ -88,8 +95,11 @@ def _reclaimed(cloud: Cloud) -> tuple[JobScript, JobScript]:
     return reclaimed_jobs(after, _command(cloud.plan), reclaim)
 
 
-def test_a_reclaimed_ray_job_resumes_on_a_new_raycluster_and_finishes(cloud: Cloud) -> None:
-    ran = _start(cloud, _reclaimed(cloud), auto_resume=2)
+@pytest.mark.parametrize("replace", [False, True], ids=["failed-pods-kept", "kuberay-replaced"])
+def test_a_reclaimed_ray_job_resumes_on_a_new_raycluster_and_finishes(
+    cloud: Cloud, replace: bool
+) -> None:
+    ran = _start(cloud, _reclaimed(cloud), replace=replace, auto_resume=2)
     outcome = ran.outcome
     assert outcome.status is RunStatus.SUCCEEDED, outcome.error
     assert segments(cloud.store.path) == [
@@ -123,6 +133,32 @@ def test_without_auto_resume_the_reclaimed_ray_job_ends_interrupted(cloud: Cloud
     assert "last durable checkpoint: step 30" in row.error
     assert segments(cloud.store.path) == [(1, "preempted", 30, 30, None, None)]
     assert ran.submitted == [f"tpu-trainer-{RUN_ID}"]
+    _nothing_left(cloud)
+
+
+def test_once_kuberay_made_the_lost_workers_again_the_events_still_say_why(cloud: Cloud) -> None:
+    """On a real cluster KubeRay deletes a Failed worker replica and makes it again long
+    before Ray gives the job up: the pods say nothing then, the namespace's Events do."""
+    ran = _start(cloud, _reclaimed(cloud), replace=True)
+    assert ran.outcome.status is RunStatus.INTERRUPTED
+    row = cloud.store.run(RUN_ID)
+    assert row is not None and row.error is not None
+    assert row.error.startswith("interrupted at step 30 of 50 (preempted: TPU worker pod ")
+    assert re.search(
+        r"lost \(its node gke-demo-cluster-tpu-pool-\w+-\w+ shut down; KubeRay deleted the "
+        r"Failed pod\) and 15 more",
+        row.error,
+    ), row.error
+    assert "last durable checkpoint: step 30" in row.error
+    assert segments(cloud.store.path) == [(1, "preempted", 30, 30, None, None)]
+    reads = [a for a, *_ in cloud.store.commands(RUN_ID) if a[:3] == ["kubectl", "get", "events"]]
+    assert reads, "the events were not read"
+    deleted = [
+        e
+        for key, e in read_state(cloud.state)["kube_api"]["objects"].items()
+        if key.startswith("/events/") and e["reason"] == "DeletedWorkerPod"
+    ]
+    assert len(deleted) == 16  # the replica KubeRay deleted, every host of it
     _nothing_left(cloud)
 
 

@@ -138,7 +138,7 @@ def test_a_failed_ray_job_retries_only_on_a_transient_diagnosis() -> None:
 
 
 def test_a_pod_kubernetes_took_away_says_why() -> None:
-    from tpu_trainer.launchers.kuberay.cluster import lost_pod
+    from tpu_trainer.launchers.kuberay.lost_workers import lost_pod
 
     disrupted = {
         "metadata": {"name": "w-0"},
