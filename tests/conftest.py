@@ -92,19 +92,7 @@ def store_with_run(
 ) -> RunStore:
     """A run store in ``folder`` holding one bare run, ``r1`` (model ``m``)."""
     store = RunStore(folder / "runs.db", mode)
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=launcher,
-        device_type=device_type,
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json=None,
-    )
+    new_run(store, "r1", launcher, device_type)
     return store
 
 
@@ -153,3 +141,37 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         "TPU_TRAINER_CACHE": str(cache_dir()),
         "COLUMNS": "200",
     }
+
+
+def new_run(
+    store: RunStore,
+    run_id: str = "r1",
+    launcher: LaunchPath = LaunchPath.XPK,
+    device_type: str = "tpu7x-8",
+    **fields: str | None,
+) -> None:
+    """A run in ``store``; what a test does not name is filled in (model ``m``, bf16, no
+    project, cluster, region, zone or plan). ``fields`` overrides ``model``, ``project``..."""
+    values: dict[str, str | None] = {
+        "model": "m",
+        "request": "r",
+        "precision": "bf16",
+        "project": None,
+        "cluster": None,
+        "region": None,
+        "zone": None,
+        **fields,
+    }
+    store.create_run(
+        run_id,
+        model=str(values["model"]),
+        request=str(values["request"]),
+        launcher=launcher,
+        device_type=device_type,
+        precision=str(values["precision"]),
+        project=values["project"],
+        cluster=values["cluster"],
+        region=values["region"],
+        zone=values["zone"],
+        plan_json=None,
+    )

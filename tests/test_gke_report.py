@@ -232,6 +232,8 @@ def test_resume_follows_a_crashed_run_to_the_end(tmp_path: Path) -> None:
     shown = json.loads(_cli(env, "show", run_id, "--json").stdout)
     assert shown["status"] == "succeeded"
     assert {r["state"] for r in shown["resources"]} <= {"deleted", "absent"}
+    # the segment the killed process started is the one followed again, and it ended
+    assert [(g["n"], g["ended"]) for g in shown["segments"]] == [(1, "finished")]
     again = _cli(env, "resume", run_id, "--rehearse", str(scenario))
     assert again.returncode == 2
     assert "nothing to follow" in again.stderr

@@ -5,46 +5,27 @@ the job."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
+from kuberay_setup import SETTINGS, TOKEN, Cloud, kinds_left, kuberay_cloud, kuberay_run
 from tpu_trainer.app.display import SilentDisplay
-from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.fakecloud import fake_cloud_env, init_state, parse_scenario, write_shims
+from tpu_trainer.fakecloud import parse_scenario
 from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard, JobScript
-from tpu_trainer.fakecloud.state import read_state
-from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
 from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.launchers.kuberay.manifests import RaySettings
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
 from tpu_trainer.launchers.ray.follow import Deadlines
-from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.simcloud.kube.raycluster import configure_ray
-from tpu_trainer.simcloud.rehearsal import emulated_env
-from tpu_trainer.store.db import ResourceState, RunStatus, RunStore
+from tpu_trainer.store.db import ResourceState, RunStatus
 
 pytestmark = pytest.mark.e2e
 
-TOKEN = "kuberay-made-token-5f2c9e0a7b"
 RUN_ID = "feedf00d"
 RAY_LOG = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs" / "ray_v6e_4x4.log"
 RANK = "\x1b[36m(TrainController pid=2210)\x1b[0m - (ip=10.12.3.6, pid=4411) world_rank=0, local_rank=0, node_rank=0\n"
-SETTINGS = RaySettings(image="us-docker.pkg.dev/demo-project/images/ray-maxtext:2.60.0")
-
-
-@dataclass
-class Cloud:
-    state: Path
-    store: RunStore
-    runner: SubprocessRunner
-    plan: Plan
-    recipe: Path
 
 
 @pytest.fixture
@@ -61,25 +42,9 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
             ],
         }
     )  # fmt: skip
-    state = tmp_path / "state.json"
-    init_state(scenario, state)
-    write_shims(tmp_path / "bin")
-    env = emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state))
-    env.pop("RAY_AUTH_TOKEN", None)
-    store = RunStore(tmp_path / "store" / "runs.db")
-
-    def record(result: CommandResult) -> None:
-        store.record_command(RUN_ID, result)
-
-    recipe = tmp_path / "recipes" / RECIPES["tee-upload"]
-    shutil.copytree(RECIPES_ROOT / RECIPES["tee-upload"], recipe)
-    plan = plan_request(
-        Request(str(recipe), config_path=CONFIG),
-        # the job log's 12 steps are all the run asks for: Ray's SUCCEEDED is then the truth
-        PlanOptions(user="test_user", now=NOW, overrides=(("steps", "12"),)),
-    )
-    yield Cloud(state, store, SubprocessRunner(env=env, recorder=record), plan, recipe)
-    store.close()
+    # the job log's 12 steps are all the run asks for: Ray's SUCCEEDED is then the truth
+    with kuberay_cloud(tmp_path, scenario, RUN_ID, (("steps", "12"),)) as made:
+        yield made
 
 
 def _job_log() -> list[str]:
@@ -91,26 +56,7 @@ def _job_log() -> list[str]:
 
 
 def _run(cloud: Cloud, **kwargs: object) -> KubeRayRun:
-    return KubeRayRun(
-        cloud.store,
-        cloud.runner,
-        SilentDisplay(),
-        cloud.plan,
-        str(cloud.recipe),
-        SETTINGS,
-        run_id=RUN_ID,
-        poll_seconds=0.05,
-        env={},
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-def _kinds_left(state: Path) -> set[str]:
-    """The kinds a KubeRay run makes (or its operator makes for it) still in the cluster."""
-    data = read_state(state)
-    kept = [key.split("/")[0] for key in data["k8s"]]
-    kept += [key.split("/")[1] for key in data.get("kube_api", {}).get("objects", {})]
-    return set(kept) & {"ConfigMap", "rayclusters", "secrets", "services", "pods"}
+    return kuberay_run(cloud, RUN_ID, **kwargs)
 
 
 def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Cloud) -> None:
@@ -129,7 +75,7 @@ def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Clo
         ("raycluster", ResourceState.DELETED),
         ("configmap", ResourceState.DELETED),
     }
-    assert _kinds_left(cloud.state) == set()  # the operator's Secret went with its cluster
+    assert kinds_left(cloud.state) == set()  # the operator's Secret went with its cluster
     verbs = [
         next(a for a in argv[1:] if not a.startswith("-"))
         for argv, *_ in store.commands(RUN_ID)
@@ -169,7 +115,7 @@ def test_a_slice_that_never_comes_fails_the_run_with_its_shape_and_still_deletes
     assert "--tpu-topology=4x4x4" in outcome.error
     assert "Failed to reserve TPU head" in outcome.error
     assert dash.jobs[f"tpu-trainer-{RUN_ID}"].status == "STOPPED"
-    assert _kinds_left(cloud.state) == set()
+    assert kinds_left(cloud.state) == set()
     row = cloud.store.run(RUN_ID)
     assert row is not None and row.status is RunStatus.FAILED
 
@@ -181,7 +127,7 @@ def test_a_head_that_never_gets_ready_fails_and_still_deletes(cloud: Cloud) -> N
     row = cloud.store.run(RUN_ID)
     assert row is not None and row.status is RunStatus.FAILED
     assert {r.state for r in cloud.store.resources(RUN_ID)} == {ResourceState.DELETED}
-    assert _kinds_left(cloud.state) == set()
+    assert kinds_left(cloud.state) == set()
 
 
 class _InterruptingDisplay(SilentDisplay):
@@ -203,7 +149,7 @@ def test_ctrl_c_while_following_stops_the_job_cancels_the_run_and_deletes(cloud:
     assert dash.jobs[f"tpu-trainer-{RUN_ID}"].status == "STOPPED"
     row = cloud.store.run(RUN_ID)
     assert row is not None and row.status is RunStatus.CANCELLED
-    assert _kinds_left(cloud.state) == set()
+    assert kinds_left(cloud.state) == set()
 
 
 def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
@@ -242,5 +188,5 @@ def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
     report = teardown.run(RUN_ID)
     assert report.deleted == [f"raycluster {kplan.name}"]
     assert report.already_gone == [f"configmap {kplan.name}-entry"]
-    assert report.clean and _kinds_left(cloud.state) == set()
+    assert report.clean and kinds_left(cloud.state) == set()
     assert {r.state for r in store.resources(RUN_ID)} == {ResourceState.DELETED}

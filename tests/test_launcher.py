@@ -14,6 +14,7 @@ from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.outcome import RunOutcome, TeardownReport
 from tpu_trainer.app.planning import Request, plan_with_config
+from tpu_trainer.app.resume import FINISHED
 from tpu_trainer.app.services import Services
 from tpu_trainer.config.load import load_config
 from tpu_trainer.infra.runner import DryRunRunner, SubprocessRunner
@@ -88,7 +89,7 @@ def test_a_gke_run_whose_pool_lands_in_another_zone_reads_its_recipe_once(
     monkeypatch.setattr(GkeRun, "_provision", provision)
     monkeypatch.setattr(GkeRun, "_configure", nothing)
     monkeypatch.setattr(GkeRun, "_submit", submit)
-    monkeypatch.setattr(GkeRun, "_follow", nothing)
+    monkeypatch.setattr(GkeRun, "_follow", lambda *_: FINISHED)
     monkeypatch.setattr(GkeRun, "_results", nothing)
     monkeypatch.setattr(GkeRun, "_teardown", lambda _: _NothingToDelete())
     run = GkeRun(_services(tmp_path), config, plan, "test", run_id="0c0c0c0c")

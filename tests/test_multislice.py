@@ -277,7 +277,7 @@ def test_the_fake_gcloud_without_an_account_answers_with_gclouds_own_text(tmp_pa
 def test_a_resumed_run_plans_for_the_slices_it_ran_on(num_slices: int) -> None:
     from conftest import plan_for
     from tpu_trainer.app.plan_json import plan_json
-    from tpu_trainer.cli.train_cmd import stored_num_slices
+    from tpu_trainer.cli.resume_cmd import stored_num_slices
 
     stored = plan_json(plan_for(RECIPES["classic"], num_slices=num_slices))
     assert stored_num_slices(stored) == num_slices

@@ -3,16 +3,15 @@ with --auto-resume it comes back on the next reservation's capacity and finishes
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import RECIPES, RECIPES_ROOT, cli_env
+from conftest import RECIPES, RECIPES_ROOT
+from resume_checks import endings, live_resources, segments, store_db, the_run, tpu_trainer
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 
 pytestmark = pytest.mark.e2e
@@ -30,25 +29,8 @@ def _train(
 
 def _rehearse(tmp_path: Path, scenario: str, *command: str) -> subprocess.CompletedProcess[str]:
     """``tpu-trainer COMMAND ... --rehearse SCENARIO`` with quick polls."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tpu_trainer",
-            *command,
-            "--rehearse",
-            str(SCENARIOS / scenario),
-            "--poll",
-            "0.05",
-            "--wait-timeout",
-            "120",
-        ],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    rehearse = ("--rehearse", str(SCENARIOS / scenario), "--poll", "0.05", "--wait-timeout", "120")
+    return tpu_trainer(tmp_path, *command, *rehearse)
 
 
 def test_a_run_that_exits_0_after_sigterm_at_step_20_of_30_ends_interrupted(
@@ -56,25 +38,21 @@ def test_a_run_that_exits_0_after_sigterm_at_step_20_of_30_ends_interrupted(
 ) -> None:
     proc = _train(tmp_path)
     assert proc.returncode != 0, proc.stdout[-2000:]
-    db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    status, error = db.execute("SELECT status, error FROM runs").fetchone()
+    status, error = the_run(tmp_path, "status, error")
     assert status == "interrupted"
     assert error.startswith("interrupted at step 20 of 30 (preempted: ")
     assert "last durable checkpoint: step 10" in error
     assert "succeeded" not in proc.stdout
     readme = next((tmp_path / "store" / "runs").glob("*/README.md")).read_text(encoding="utf-8")
     assert "被中断" in readme  # the README row says so (Chinese report by default)
-    _nothing_left(tmp_path, db)
+    _nothing_left(tmp_path)
 
 
-def _nothing_left(tmp_path: Path, db: sqlite3.Connection) -> None:
+def _nothing_left(tmp_path: Path) -> None:
     state = read_state(tmp_path / "rehearsal" / "state.json")
     assert sorted(state["node_pools"]) == ["default-pool"]
     assert state["workloads"] == {}
-    live = db.execute(
-        "SELECT kind, name FROM resources WHERE state IN ('creating','created','deleting')"
-    ).fetchall()
-    assert live == []
+    assert live_resources(store_db(tmp_path)) == []
 
 
 def test_a_run_without_checkpoints_is_warned_before_capacity_is_asked(tmp_path: Path) -> None:
@@ -92,20 +70,16 @@ RESUMED = ("--set", "steps=50", "--set", "checkpoint_period=10")
 def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path: Path) -> None:
     proc = _train(tmp_path, *RESUMED, "--auto-resume", "2", scenario=RECLAIMED)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    run_id, status, error, zone = db.execute("SELECT id, status, error, zone FROM runs").fetchone()
+    run_id, status, error, zone = the_run(tmp_path, "id, status, error, zone")
     assert (status, error, zone) == ("succeeded", None, "us-central1-b")
-    segments = db.execute(
-        "SELECT n, zone, cause, last_step, durable_step, restored_step, wasted_steps, "
-        "recovery_s FROM segments ORDER BY n"
-    ).fetchall()
-    assert [s[:7] for s in segments] == [
-        (1, "us-central1-c", "preempted", 30, 30, None, None),
-        (2, "us-central1-b", None, 49, 40, 30, 0),
+    assert segments(store_db(tmp_path), "n, zone, cause, last_step, durable_step") == [
+        (1, "us-central1-c", "preempted", 30, 30),
+        (2, "us-central1-b", None, 49, 40),
     ]
-    assert segments[1][7] is not None and segments[1][7] > 0  # the recovery time
-    attempts = db.execute("SELECT reservation, outcome FROM capacity_attempts ORDER BY id")
-    assert [tuple(a) for a in attempts] == [
+    with sqlite3.connect(store_db(tmp_path)) as db:
+        attempts = db.execute("SELECT reservation, outcome FROM capacity_attempts ORDER BY id")
+        tried = [tuple(a) for a in attempts]
+    assert tried == [
         ("res-first", "created"),
         ("res-first", "exhausted"),
         ("res-next", "created"),
@@ -124,20 +98,8 @@ def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path
     assert said in proc.stdout + proc.stderr
     readme = next((tmp_path / "store" / "runs").glob("*/README.md")).read_text(encoding="utf-8")
     assert said in readme  # the README row's note
-    show = subprocess.run(
-        [sys.executable, "-m", "tpu_trainer", "show", run_id, "--json"],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    shown = json.loads(show.stdout)["segments"]
-    assert [(g["ended"], g["wasted_steps"]) for g in shown] == [
-        ("preempted", None),
-        ("finished", 0),
-    ]
-    _nothing_left(tmp_path, db)
+    assert endings(tmp_path, run_id) == [("preempted", None, False), ("finished", 0, True)]
+    _nothing_left(tmp_path)
 
 
 def test_without_auto_resume_the_reclaimed_run_ends_interrupted_until_resumed(
@@ -145,18 +107,37 @@ def test_without_auto_resume_the_reclaimed_run_ends_interrupted_until_resumed(
 ) -> None:
     proc = _train(tmp_path, *RESUMED, scenario=RECLAIMED)
     assert proc.returncode != 0
-    db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    run_id, status, error = db.execute("SELECT id, status, error FROM runs").fetchone()
+    run_id, status, error = the_run(tmp_path, "id, status, error")
     assert status == "interrupted"
     assert error.startswith("interrupted at step 30 of 50 (preempted: ")
     assert "succeeded" not in proc.stdout
-    (cause,) = db.execute("SELECT cause FROM segments").fetchone()
-    assert cause == "preempted"
-    _nothing_left(tmp_path, db)
+    assert segments(store_db(tmp_path), "n, cause") == [(1, "preempted")]
+    _nothing_left(tmp_path)
     # `resume RUN`: a new segment on the next reservation, where MaxText restores step 30
     again = _rehearse(tmp_path, RECLAIMED, "resume", run_id)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
-    assert db.execute("SELECT status, zone FROM runs").fetchone() == ("succeeded", "us-central1-b")
-    segments = db.execute("SELECT n, cause, restored_step, last_step FROM segments ORDER BY n")
-    assert segments.fetchall() == [(1, "preempted", None, 30), (2, None, 30, 49)]
-    _nothing_left(tmp_path, db)
+    assert the_run(tmp_path, "status, zone") == ("succeeded", "us-central1-b")
+    assert segments(store_db(tmp_path)) == [
+        (1, "preempted", 30, 30, None, None),
+        (2, None, 49, 40, 30, 0),
+    ]
+    _nothing_left(tmp_path)
+
+
+def test_a_transient_error_on_gke_is_retried_on_its_own_budget_on_new_capacity(
+    tmp_path: Path,
+) -> None:
+    proc = _train(tmp_path, "--auto-resume", "3", scenario="transient_reset.yaml")
+    assert proc.returncode != 0
+    status, error = the_run(tmp_path, "status, error")
+    assert status == "failed" and "A TPU worker connection dropped" in error
+    why = "transient error: A TPU worker connection dropped (transient)"
+    # the default --max-error-retries 1, whatever the preemption budget: one retry, then it fails
+    assert segments(store_db(tmp_path), "n, cause") == [(1, why), (2, why)]
+    creates = [
+        c
+        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
+        if c[:3] == ["xpk", "workload", "create"]
+    ]
+    assert len(creates) == 2
+    _nothing_left(tmp_path)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import RECIPES_ROOT, cli_env
+from conftest import RECIPES_ROOT, cli_env, new_run
 from fake_cloud_setup import _create_argv
 from test_gke_ops import POOL, RECIPE, _cli, _dead_run
 from test_gke_ops import _scenario as ops_scenario
@@ -377,19 +377,7 @@ def test_a_ctrl_c_right_after_the_first_is_said_and_ignored_and_the_teardown_fin
     from tpu_trainer.store.db import RunStore
 
     store = RunStore(tmp_path / "runs.db")
-    store.create_run(
-        "r1",
-        model="m",
-        request="r",
-        launcher=LaunchPath.LOCAL,
-        device_type="cpu-1",
-        precision="bf16",
-        project=None,
-        cluster=None,
-        region=None,
-        zone=None,
-        plan_json={},
-    )
+    new_run(store, "r1", LaunchPath.LOCAL, "cpu-1")
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     slow = _SlowTeardown()
     try:

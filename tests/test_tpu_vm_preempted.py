@@ -1,21 +1,31 @@
 """A TPU VM taken back mid-run: the node reads PREEMPTED and MaxText's log stops with its
 SIGTERM line. Without --auto-resume the run ends interrupted; with it the VM is deleted, made
-again, and the same run_name restores the last durable checkpoint (fake cloud)."""
+again, and the same run_name restores the last durable checkpoint (fake cloud). `resume RUN`
+carries an interrupted or crashed run on, on its VM while READY, else on one made again."""
 
 from __future__ import annotations
 
-import json
+import re
 import shutil
-import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import RECIPES, RECIPES_ROOT, cli_env
-from tpu_trainer.fakecloud.state import read_state
+from resume_checks import (
+    endings,
+    live_resources,
+    segments,
+    shown_run,
+    store_db,
+    the_run,
+    tpu_trainer,
+)
+from tpu_trainer.fakecloud.state import read_state, transaction
 
 pytestmark = pytest.mark.e2e
 
@@ -23,30 +33,25 @@ SCENARIO = Path(__file__).resolve().parent / "fixtures" / "tpu_vm" / "maxtext_pr
 STEPS = ("--set", "steps=50", "--set", "checkpoint_period=10", "--set", "enable_checkpointing=true")
 
 
-def _train(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _recipe(tmp_path: Path) -> Path:
+    """The tinyllama recipe on a v6e-8 (two workers)."""
     recipe = tmp_path / "recipes" / "tinyllama-8b" / "8k-bf16-v6e-2x4" / "xpk"
     shutil.copytree(RECIPES_ROOT / RECIPES["classic"], recipe)
     script = recipe / "run_recipe.sh"
     script.write_text(
         script.read_text().replace("--device-type=tpu7x-2x2x1", "--device-type=v6e-2x4")
     )
-    argv = [sys.executable, "-m", "tpu_trainer", "train", str(recipe), "--backend", "tpu-vm"]
-    return subprocess.run(
-        [*argv, "--rehearse", str(SCENARIO), "--poll", "0.01", *STEPS, *extra],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return recipe
 
 
-def _nothing_left(tmp_path: Path, db: sqlite3.Connection) -> None:
+def _train(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    rehearse = ("--rehearse", str(SCENARIO), "--poll", "0.01", *STEPS, *extra)
+    return tpu_trainer(tmp_path, "train", str(_recipe(tmp_path)), "--backend", "tpu-vm", *rehearse)
+
+
+def _nothing_left(tmp_path: Path) -> None:
     assert read_state(tmp_path / "rehearsal" / "state.json")["tpu_vm"]["nodes"] == {}
-    live = db.execute(
-        "SELECT kind, name FROM resources WHERE state IN ('creating','created','deleting')"
-    ).fetchall()
-    assert live == []
+    assert live_resources(store_db(tmp_path)) == []
 
 
 def test_a_preempted_tpu_vm_is_made_again_and_the_run_resumes_from_its_checkpoint(
@@ -55,14 +60,12 @@ def test_a_preempted_tpu_vm_is_made_again_and_the_run_resumes_from_its_checkpoin
     proc = _train(tmp_path, "--auto-resume")  # bare: the default budget
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    run_id, status, error = db.execute("SELECT id, status, error FROM runs").fetchone()
+    run_id, status, error = the_run(tmp_path, "id, status, error")
     assert (status, error) == ("succeeded", None)
-    segments = db.execute(
-        "SELECT n, cause, last_step, durable_step, restored_step, wasted_steps FROM segments "
-        "ORDER BY n"
-    ).fetchall()
-    assert segments == [(1, "preempted", 34, 30, None, None), (2, None, 49, 40, 30, 4)]
+    assert segments(store_db(tmp_path)) == [
+        (1, "preempted", 34, 30, None, None),
+        (2, None, 49, 40, 30, 4),
+    ]
     calls = [" ".join(c) for c in read_state(tmp_path / "rehearsal" / "state.json")["calls"]]
     creates = [c for c in calls if "tpu-vm create" in c]
     assert len(creates) == 2 and creates[0] == creates[1]  # the same VM, asked the same way
@@ -70,24 +73,13 @@ def test_a_preempted_tpu_vm_is_made_again_and_the_run_resumes_from_its_checkpoin
     assert "TPU VM" in out and "is PREEMPTED" in out
     log = (tmp_path / "store" / "runs" / run_id / "worker0.log").read_text(encoding="utf-8")
     assert "completed step: 31," in log.split("restoring from this run's directory step 30")[1]
-    assert "1 interruption(s) resumed: 4 step(s) redone" in out
-    show = subprocess.run(
-        [sys.executable, "-m", "tpu_trainer", "show", run_id, "--json"],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    whole = json.loads(show.stdout)
-    shown = whole["segments"]
-    assert [(g["ended"], g["wasted_steps"]) for g in shown] == [
-        ("preempted", None),
-        ("finished", 4),
-    ]
-    assert shown[1]["recovery_s"] is not None and shown[1]["recovery_s"] > 0
-    _badput_measured(whole["timeline"])
-    _nothing_left(tmp_path, db)
+    said = "1 interruption(s) resumed: 4 step(s) redone"
+    assert said in out
+    readme = (tmp_path / "store" / "runs" / run_id / "README.md").read_text(encoding="utf-8")
+    assert said in readme  # the README row's note
+    assert endings(tmp_path, run_id) == [("preempted", None, False), ("finished", 4, True)]
+    _badput_measured(shown_run(tmp_path, run_id)["timeline"])
+    _nothing_left(tmp_path)
 
 
 def _badput_measured(timeline: dict[str, Any]) -> None:
@@ -110,13 +102,22 @@ def _badput_measured(timeline: dict[str, Any]) -> None:
 def test_without_auto_resume_a_preempted_tpu_vm_run_ends_interrupted(tmp_path: Path) -> None:
     proc = _train(tmp_path)
     assert proc.returncode != 0
-    db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    status, error = db.execute("SELECT status, error FROM runs").fetchone()
+    status, error = the_run(tmp_path, "status, error")
     assert status == "interrupted"
     assert error.startswith("interrupted at step 34 of 50 (preempted: ")
     assert "last durable checkpoint: step 30" in error
-    assert db.execute("SELECT n, cause FROM segments").fetchall() == [(1, "preempted")]
-    _nothing_left(tmp_path, db)
+    assert segments(store_db(tmp_path), "n, cause") == [(1, "preempted")]
+    _nothing_left(tmp_path)
+
+
+def test_a_tpu_vm_run_without_checkpoints_is_warned_before_the_vm_is_asked_for(
+    tmp_path: Path,
+) -> None:
+    proc = _train(tmp_path, "--set", "enable_checkpointing=false")
+    out = proc.stdout + proc.stderr
+    warned = out.find("checkpointing is off")
+    assert warned >= 0, out[-3000:]
+    assert 0 <= warned < out.find("[provision]")
 
 
 TRANSIENT = SCENARIO.parent / "transient_reset.yaml"
@@ -127,15 +128,78 @@ def test_a_transient_error_is_retried_on_its_own_budget_and_each_segment_says_wh
 ) -> None:
     proc = _train(tmp_path, "--rehearse", str(TRANSIENT), "--auto-resume", "0")
     assert proc.returncode != 0
-    db = sqlite3.connect(tmp_path / "store" / "runs.db")
-    status, error = db.execute("SELECT status, error FROM runs").fetchone()
+    status, error = the_run(tmp_path, "status, error")
     assert status == "failed" and "A TPU worker connection dropped" in error
     why = "transient error: A TPU worker connection dropped (transient)"
     # the default --max-error-retries 1: one retry on a VM made again, then the run fails
-    assert db.execute("SELECT n, cause FROM segments ORDER BY n").fetchall() == [
-        (1, why),
-        (2, why),
-    ]
+    assert segments(store_db(tmp_path), "n, cause") == [(1, why), (2, why)]
     calls = [" ".join(c) for c in read_state(tmp_path / "rehearsal" / "state.json")["calls"]]
     assert len([c for c in calls if "tpu-vm create" in c]) == 2
-    _nothing_left(tmp_path, db)
+    _nothing_left(tmp_path)
+
+
+def _creates(tmp_path: Path) -> list[str]:
+    calls = [" ".join(c) for c in read_state(tmp_path / "rehearsal" / "state.json")["calls"]]
+    return [c for c in calls if "tpu-vm create" in c]
+
+
+def test_resume_carries_an_interrupted_tpu_vm_run_on_to_a_vm_made_again(tmp_path: Path) -> None:
+    assert _train(tmp_path).returncode != 0  # preempted at step 34, the VM deleted
+    (run_id,) = the_run(tmp_path, "id")
+    again = tpu_trainer(tmp_path, "resume", run_id, "--rehearse", str(SCENARIO), "--poll", "0.01")
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-4000:]
+    assert f"resuming run {run_id}: TPU VM " in out and "the next segment makes it again" in out
+    assert the_run(tmp_path, "status, error") == ("succeeded", None)
+    assert segments(store_db(tmp_path)) == [
+        (1, "preempted", 34, 30, None, None),
+        (2, None, 49, 40, 30, 4),
+    ]
+    creates = _creates(tmp_path)
+    assert len(creates) == 2 and creates[0] == creates[1]
+    calls = [" ".join(c) for c in read_state(tmp_path / "rehearsal" / "state.json")["calls"]]
+    names = [re.findall(r"run_name=([\w.-]+)", c) for c in calls if "train.pid && exec" in c]
+    assert len(names) == 2 and names[0] == names[1] != []  # MaxText restores under it
+    _nothing_left(tmp_path)
+
+
+HANG = SCENARIO.parent / "maxtext_hang.yaml"
+
+
+def test_resume_of_a_crashed_tpu_vm_run_stops_what_still_runs_and_carries_on_on_its_vm(
+    tmp_path: Path,
+) -> None:
+    argv = ["train", str(_recipe(tmp_path)), "--backend", "tpu-vm", "--set", "steps=5"]
+    rehearse = ["--rehearse", str(HANG), "--poll", "0.01"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpu_trainer", *argv, *rehearse],
+        env=cli_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:  # the program has printed its last step and still runs: the run's process dies
+        deadline = time.monotonic() + 240
+        while not any(
+            "completed step: 4," in log.read_text(encoding="utf-8")
+            for log in (tmp_path / "store" / "runs").glob("*/worker0.log")
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "no step 4 in time"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    state = tmp_path / "rehearsal" / "state.json"
+    with transaction(state) as cloud:  # from now on the program ends by itself
+        cloud["tpu_vm"]["behaviour"]["train"]["hang"] = False
+    (run_id,) = the_run(tmp_path, "id")
+    again = tpu_trainer(tmp_path, "resume", run_id, "--rehearse", str(HANG), "--poll", "0.01")
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-4000:]
+    assert "is still READY: the next segment runs on it" in out
+    assert "still runs on" in out and "stopping it" in out
+    calls = [" ".join(c) for c in read_state(state)["calls"]]
+    assert any("kill -TERM" in c for c in calls)  # stopped by its process id
+    assert len(_creates(tmp_path)) == 1  # the same VM
+    assert the_run(tmp_path, "status") == ("succeeded",)
+    assert segments(store_db(tmp_path), "n, cause, last_step") == [(1, "crashed", 4), (2, None, 4)]
+    _nothing_left(tmp_path)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import new_run
 from tpu_trainer.app.watchdog import (
     DEFAULT_FIRST_STEP_DEADLINE_S,
     HangKind,
@@ -140,19 +141,7 @@ def _store_with_first_steps(tmp_path: Path, firsts: list[float]) -> RunStore:
     store = RunStore(tmp_path / "runs.db")
     for n, seconds in enumerate(firsts):
         run_id = f"r{n}"
-        store.create_run(
-            run_id,
-            model="llama3-8b",
-            request="r",
-            launcher=LaunchPath.XPK,
-            device_type="v6e-16",
-            precision="bf16",
-            project="p",
-            cluster=None,
-            region=None,
-            zone=None,
-            plan_json=None,
-        )
+        new_run(store, run_id, LaunchPath.XPK, "v6e-16", model="llama3-8b", project="p")
         store.record_steps(
             run_id,
             [{"step": 0, "seconds": seconds}, {"step": 1, "seconds": 2.0}],

@@ -20,6 +20,7 @@ from tpu_trainer.cli import (
     history_cmd,
     ops_cmd,
     plan_cmd,
+    resume_cmd,
     runtime_cmd,
     slice_cmd,
     train_cmd,
@@ -41,7 +42,7 @@ app.command("plan")(plan_cmd.plan)
 app.command("scripts")(plan_cmd.scripts)
 app.command("slice")(slice_cmd.slice_info)
 app.command("train")(train_cmd.train)
-app.command("resume")(train_cmd.resume)
+app.command("resume")(resume_cmd.resume)
 app.command("check")(check_cmd.check)
 app.command("grpo")(vm_programs_cmd.grpo)
 app.command("hf")(vm_programs_cmd.hf)

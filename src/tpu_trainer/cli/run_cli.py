@@ -3,6 +3,7 @@ TPU VM runs ``train``, ``grpo`` and ``hf`` share, and the last line every run pr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from tpu_trainer.app.services import Services
     from tpu_trainer.cli.services_cli import Setup
     from tpu_trainer.frameworks.vm_program import VmProgram
+    from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
     from tpu_trainer.plan.plan import Plan
     from tpu_trainer.plan.slices import Slice
 
@@ -46,27 +48,53 @@ def run_on_tpu_vm(
     """``program`` on every worker of a TPU VM made for the run (zone: the configured one unless
     given); with a recipe's ``plan`` the run also gets its model README section. ``retries``:
     the preemptions it resumes after, and the transient errors it retries."""
+    run_id, services = run_services(setup, plan)
+    vm = VmRunSpec(program, slice_, model, label, zone or setup.config.default_zone)
+    return tpu_vm_run(setup, services, run_id, vm, poll, plan, lang, retries).start()
+
+
+@dataclass(frozen=True, slots=True)
+class VmRunSpec:
+    """What runs on a TPU VM, and where."""
+
+    program: VmProgram
+    slice: Slice
+    model: str
+    label: str
+    zone: str
+
+
+def tpu_vm_run(
+    setup: Setup,
+    services: Services,
+    run_id: str,
+    spec: VmRunSpec,
+    poll: float,
+    plan: Plan | None,
+    lang: str,
+    retries: tuple[int, int],
+) -> TpuVmRun:
+    """The TPU VM launcher for run ``run_id`` (a new run, or one ``resume`` carries on)."""
     from tpu_trainer.app.watchdog_run import watchdog_settings
     from tpu_trainer.catalog.accelerators import Precision
     from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
     from tpu_trainer.launchers.tpu_vm.spec import tpu_vm_spec
 
-    run_id, services = run_services(setup, plan)
     vm = tpu_vm_spec(
         run_id=run_id,
-        model=model,
+        model=spec.model,
         project=setup.config.project_id,
-        zone=zone or setup.config.default_zone,
-        slice=slice_,
+        zone=spec.zone,
+        slice=spec.slice,
     )
-    run = TpuVmRun(
+    return TpuVmRun(
         services.store,
         services.runner,
         services.display,
         vm,
-        program,
-        label,
-        model,
+        spec.program,
+        spec.label,
+        spec.model,
         plan.precision if plan else Precision.BF16,
         plan=plan,
         lang=lang,
@@ -74,8 +102,8 @@ def run_on_tpu_vm(
         poll_seconds=poll,
         watchdog=watchdog_settings(
             services.store,
-            model,
-            slice_.device_type,
+            spec.model,
+            spec.slice.device_type,
             k=setup.config.watchdog_k,
             first_step_deadline_s=setup.config.first_step_deadline,
         ),
@@ -83,7 +111,6 @@ def run_on_tpu_vm(
         auto_resume=retries[0],
         error_retries=retries[1],
     )
-    return run.start()
 
 
 def finish(outcome: RunOutcome) -> None:

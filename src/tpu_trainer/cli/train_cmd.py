@@ -3,7 +3,7 @@ on this machine's CPU (cpu-1 recipes, and any MaxText recipe scaled down)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
@@ -45,7 +45,7 @@ AutoResumeOpt = Annotated[
     typer.Option(
         "--auto-resume",
         min=0,
-        help="Resume after up to N preemptions (GKE, TPU VM; a bare --auto-resume: "
+        help="Resume after up to N preemptions (GKE, TPU VM, KubeRay; a bare --auto-resume: "
         f"{DEFAULT_RESUMES}): the capacity is found again as the first time and MaxText "
         "restores its last durable checkpoint. Errors draw on --max-error-retries instead.",
     ),
@@ -55,9 +55,9 @@ ErrorRetriesOpt = Annotated[
     typer.Option(
         "--max-error-retries",
         min=0,
-        help="TPU VM: retry up to N errors the diagnosis marks transient (a connection reset, "
-        "a TPU worker briefly unavailable), on a budget apart from preemptions; any other "
-        "error never retries.",
+        help="Retry up to N errors the diagnosis marks transient (a connection reset, a TPU "
+        "worker briefly unavailable) on new capacity, on a budget apart from preemptions; any "
+        "other error never retries.",
     ),
 ]
 
@@ -171,7 +171,8 @@ def train(
         _finish(vm_outcome)
         return
     if path is LaunchPath.KUBERAY:
-        _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or ""))
+        retries = (auto_resume, error_retries)
+        _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or "", retries))
         return
     run_id, services = run_services(setup, plan)
     run = GkeRun(
@@ -185,6 +186,7 @@ def train(
         poll_seconds=poll,
         lang=lang,
         auto_resume=auto_resume,
+        error_retries=error_retries,
     )
     outcome = run.start()
     if report_to_recipe:
@@ -312,8 +314,11 @@ def _train_on_tpu_vm(
     )
 
 
-def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: str) -> RunOutcome:
-    """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context)."""
+def _train_on_kuberay(
+    setup: Setup, plan: Plan, label: str, lang: str, image: str, retries: tuple[int, int]
+) -> RunOutcome:
+    """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context);
+    ``retries``: the preemptions it resumes after, and the transient errors it retries."""
     from tpu_trainer.launchers.kuberay.manifests import RaySettings
     from tpu_trainer.launchers.kuberay.run import KubeRayRun
 
@@ -327,6 +332,8 @@ def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: st
         RaySettings(image=image),
         lang=lang,
         run_id=run_id,
+        auto_resume=retries[0],
+        error_retries=retries[1],
     )
     return run.start()
 
@@ -348,71 +355,3 @@ def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> 
         store, runner, RichDisplay(), plan, label, lang=lang, scaled=scaled, run_id=run_id
     )
     _finish(run.start())
-
-
-def resume(
-    run_id: Annotated[str, typer.Argument(help="A run whose process died after submitting.")],
-    config: ConfigOpt = None,
-    rehearse: RehearseOpt = None,
-    wait_timeout: WaitOpt = 24 * 3600,
-    poll: PollOpt = 30.0,
-    lang: LangOpt = ReportLang.ZH,
-    auto_resume: AutoResumeOpt = 0,
-) -> None:
-    """Follow a crashed run's workload again, then collect, report and clean up as usual; a
-    run that ended interrupted (preempted) starts a new segment on new capacity, where MaxText
-    restores its last durable checkpoint."""
-    from datetime import datetime
-
-    from tpu_trainer.app.planning import Request, current_user, plan_with_config
-    from tpu_trainer.cli.services_cli import build
-    from tpu_trainer.errors import InputError
-    from tpu_trainer.launchers.gke.run import GkeRun
-    from tpu_trainer.plan.plan import PlanOptions
-
-    setup = build(config, rehearse)
-    row = setup.services.store.run(run_id)
-    stored = setup.services.store.plan_of(run_id) if row else None
-    if row is None or not stored:
-        raise InputError(f"no run {run_id} with a stored plan", fix="see `tpu-trainer runs`")
-    recipe = str(stored["recipe"])
-    num_slices = stored_num_slices(stored)
-
-    opts = PlanOptions(
-        user=current_user(),
-        now=datetime.now(),
-        num_slices=num_slices,
-        overrides=stored_overrides(stored),
-    )
-    run = GkeRun(
-        setup.services,
-        setup.config,
-        plan_with_config(Request(recipe), setup.config, opts),
-        row.request,
-        wait_timeout_s=wait_timeout,
-        poll_seconds=poll,
-        lang=lang,
-        run_id=run_id,
-        auto_resume=auto_resume,
-    )
-    _finish(run.resume())
-
-
-def stored_num_slices(stored: Mapping[str, object]) -> int | None:
-    """The number of slices a stored plan ran on (a resumed run follows all of them)."""
-    slice_ = stored.get("slice")
-    value = slice_.get("num_slices") if isinstance(slice_, Mapping) else None
-    return value if isinstance(value, int) and value > 0 else None
-
-
-def stored_overrides(stored: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
-    """The ``--set KEY=VALUE`` a stored plan was made with: a new segment of the run runs
-    MaxText with the same arguments."""
-    changes = stored.get("arg_changes")
-    if not isinstance(changes, list):
-        return ()
-    return tuple(
-        (str(c["key"]), str(c["after"]))
-        for c in changes
-        if isinstance(c, Mapping) and c.get("why") == "--set" and c.get("after") is not None
-    )

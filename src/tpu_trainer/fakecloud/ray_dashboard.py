@@ -2,7 +2,9 @@
 
 Each submitted job follows a :class:`JobScript`: one status per ``GET /api/jobs/<id>`` (the
 last one repeats) and a log that grows by one chunk per status poll. ``POST .../stop`` stops a
-job that has not ended. Token authentication behaves like Ray's: without ``Authorization:
+job that has not ended. The first job plays ``script``, later ones ``later`` in turn (the last
+repeats): a run's job submitted again on a RayCluster made again. :func:`reclaimed_jobs` writes
+the two jobs of a slice reclaimed after a step (``workloads.reclaim_after_step``). Token authentication behaves like Ray's: without ``Authorization:
 Bearer <token>`` every call gets 401. The server runs in a thread and stops when the ``with``
 block ends.
 """
@@ -11,11 +13,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from tpu_trainer.fakecloud import maxtext_log as mlog
 
 RAY_VERSION = "2.60.0"
 _TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -30,6 +34,8 @@ class JobScript:
     message: str = ""
     """The job's final message (``Job failed due to an application error...``)."""
     driver_exit_code: int | None = None
+    on_end: Callable[[], None] | None = None
+    """Called once when the job's status first reads terminal (what the cluster does then)."""
 
 
 @dataclass
@@ -40,6 +46,7 @@ class _Job:
     script: JobScript
     polls: int = 0
     stopped: bool = False
+    ended: bool = False
 
     @property
     def status(self) -> str:
@@ -77,6 +84,8 @@ class FakeRayDashboard:
 
     token: str | None
     script: JobScript = field(default_factory=JobScript)
+    later: Sequence[JobScript] = ()
+    """The scripts of the jobs submitted after the first, in turn (the last one repeats)."""
     jobs: dict[str, _Job] = field(default_factory=dict)
     calls: list[tuple[str, str, bool]] = field(default_factory=list)
     """(method, path, authorized) of every request."""
@@ -150,7 +159,9 @@ class FakeRayDashboard:
             if sid in self.jobs:
                 return 400, f"Job with submission_id {sid} already exists."
             runtime_env = dict(body.get("runtime_env") or {})
-            self.jobs[sid] = _Job(sid, str(body.get("entrypoint")), runtime_env, self.script)
+            scripts = (self.script, *self.later)
+            script = scripts[min(len(self.jobs), len(scripts) - 1)]
+            self.jobs[sid] = _Job(sid, str(body.get("entrypoint")), runtime_env, script)
             return 200, {"job_id": sid, "submission_id": sid}
         if len(parts) < 3 or parts[:2] != ["api", "jobs"]:
             return 404, "Not Found"
@@ -161,6 +172,10 @@ class FakeRayDashboard:
         if method == "GET" and not rest:
             details = job.details()
             job.polls += 1
+            if details["status"] in _TERMINAL and not job.ended:
+                job.ended = True
+                if job.script.on_end is not None:
+                    job.script.on_end()
             return 200, details
         if method == "GET" and rest == ["logs"]:
             return 200, {"logs": job.logs()}
@@ -169,6 +184,53 @@ class FakeRayDashboard:
             job.stopped = job.stopped or was_running
             return 200, {"stopped": was_running}
         return 404, "Not Found"
+
+
+# ---- a slice reclaimed under a job ----------------------------------------------------------
+NODE_DIED = (
+    "Job failed due to an application error, last available logs (truncated to 20,000 chars):\n"
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. "
+    "The actor's node was terminated unexpectedly."
+)
+"""What Ray says of a job whose training workers' node went away."""
+_WORKER = "\x1b[36m(RayTrainWorker pid=4411, ip=10.12.3.6)\x1b[0m "
+_STARTED = (
+    "\x1b[36m(TrainController pid=2210)\x1b[0m Started training worker group of size 1:\n"
+    "\x1b[36m(TrainController pid=2210)\x1b[0m - (ip=10.12.3.6, pid=4411) world_rank=0, "
+    "local_rank=0, node_rank=0\n"
+)
+
+
+def ray_job_log(maxtext: str, chunks: int = 3) -> tuple[str, ...]:
+    """Worker 0's MaxText lines as a Ray Train job prints them, in ``chunks`` parts."""
+    lines = [_STARTED, *(_WORKER + line + "\n" for line in maxtext.splitlines())]
+    size = max(1, -(-len(lines) // chunks))
+    return tuple("".join(lines[i : i + size]) for i in range(0, len(lines), size))
+
+
+def reclaimed_jobs(
+    after_step: int, command: str, on_reclaim: Callable[[], None]
+) -> tuple[JobScript, JobScript]:
+    """The jobs of a run whose slice is reclaimed after ``after_step`` (``command`` holds its
+    ``steps=``, ``checkpoint_period=`` and ``run_name=``): the first logs steps 0..N with a
+    durable checkpoint every period, then its workers' node goes (``on_reclaim``: the cluster
+    takes the slice back) and Ray fails the job; the next, on a RayCluster made again,
+    restores the last durable checkpoint and reaches the last step."""
+    first = mlog.reclaimed_log(mlog.DEFAULT_LOG, command, after_step)
+    cut = "".join(ln + "\n" for ln in first.splitlines() if "Training stopped" not in ln)
+    restored = mlog.durable_before(after_step, command)
+    again = mlog.resumed_log(mlog.DEFAULT_LOG, command, restored)
+    running = ("PENDING", "RUNNING", "RUNNING", "RUNNING")
+    return (
+        JobScript(
+            statuses=(*running, "FAILED"),
+            chunks=ray_job_log(cut),
+            message=NODE_DIED,
+            driver_exit_code=1,
+            on_end=on_reclaim,
+        ),
+        JobScript(statuses=(*running, "SUCCEEDED"), chunks=ray_job_log(again)),
+    )
 
 
 def _reply(handler: BaseHTTPRequestHandler, code: int, answer: Any, *, text: bool = False) -> None:

@@ -254,7 +254,8 @@ class WorkloadSpec:
     """The slice is reclaimed after this step: worker 0 logs MaxText's SIGTERM stop and the
     workload exits 0, its pods get a DisruptionTarget condition, its node pools go and their
     reservations have no room left. The run's next workload restores the last durable
-    checkpoint (every ``checkpoint_period`` of the command) and reaches the last step."""
+    checkpoint (every ``checkpoint_period`` of the command) and reaches the last step. On
+    KubeRay the fake Ray dashboard plays it (``ray_dashboard.reclaimed_jobs``)."""
     parallel_containers: MaybeFlag = None
     """Containers per pod: None follows seed 001 (``jax-tpu`` on one host, ``jax-tpu-1`` and
     ``jax-tpu-2`` on multi-host slices); True/False force two/one for TPU v7 4-chip hosts."""

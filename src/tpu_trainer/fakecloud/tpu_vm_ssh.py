@@ -1,7 +1,7 @@
 """The fake ``gcloud compute tpus tpu-vm ssh``: a command on one, some or all workers.
 
 The command text is never run, nor given to a shell. It is matched against the shapes a run
-sends (install, device check, train, stop by pid); each shape answers with the scenario's
+sends (install, device check, train, stop by pid, is it still running); each shape answers with the scenario's
 scripted output per worker. Like gcloud, ``--output-directory=DIR`` writes worker N's output to
 ``DIR/N.log`` (without it, all output goes to stdout), status lines go to stderr, a failing
 worker adds ``##### Command execution on worker N failed with exit status S. Continuing.``, and
@@ -40,6 +40,7 @@ class Shape(StrEnum):
     DEVICES = "devices"
     TRAIN = "train"
     STOP = "stop"
+    PROBE = "probe"
     UNKNOWN = "unknown"
 
 
@@ -48,6 +49,7 @@ _SHAPES: tuple[tuple[Shape, re.Pattern[str]], ...] = (
     (Shape.DEVICES, re.compile(r"-c 'import jax; print\(\"TPU_TRAINER_DEVICES\", ")),
     (Shape.TRAIN, re.compile(r"^cd \S+ && echo \$\$ > train\.pid && exec env ")),
     (Shape.STOP, re.compile(r"^if \[ -f \S+/train\.pid \]; then kill -TERM ")),
+    (Shape.PROBE, re.compile(r"^if \[ -f \S+/train\.pid \] && kill -0 ")),
 )
 _VENV = re.compile(r"(?:^|/)venv-([a-z0-9][a-z0-9.-]*)/bin/python")
 _ACCEPT = re.compile(r"AcceptEnv ((?:[A-Z_][A-Z0-9_]* ?)+)")
@@ -160,6 +162,9 @@ def _answer(
     if shape is Shape.STOP:
         node["train_running"] = False
         return {w: WorkerResult("", 0) for w in workers}
+    if shape is Shape.PROBE:  # the program started by an earlier connection still runs
+        said = "TPU_TRAINER_RUNNING\n" if node.get("train_running") else ""
+        return {w: WorkerResult(said, 0) for w in workers}
     text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/simulated-cloud.md)\n"
     return {w: WorkerResult(text, 127) for w in workers}
 

@@ -81,11 +81,20 @@ class Kubectl:
         return _json_object(r)
 
     def list_objects(
-        self, kind: str, *, selector: str | None = None, namespace: str | None = None
+        self,
+        kind: str,
+        *,
+        selector: str | None = None,
+        namespace: str | None = None,
+        fields: str | None = None,
     ) -> list[dict[str, Any]]:
+        """``kubectl get KIND -o json`` items, by label ``selector`` and field selector
+        ``fields`` (``involvedObject.kind=Node,reason=Shutdown``)."""
         args = ["get", kind, "-o", "json"]
         if selector:
             args.append(f"--selector={selector}")
+        if fields:
+            args.append(f"--field-selector={fields}")
         if namespace:
             args.append(f"--namespace={namespace}")
         r = self.runner.run(self._argv(*args), timeout=120)

@@ -95,6 +95,9 @@ class PlanOptions:
     unset: tuple[str, ...] = ()
     """Recipe arguments to drop (``--unset KEY``)."""
     checks: CheckOptions = field(default_factory=CheckOptions)
+    workload_name: str | None = None
+    """The name a run carried on already has (MaxText's ``run_name``); else made from the
+    user, the model and ``now``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,7 +423,7 @@ def build_plan(
     ]
     num_slices = opts.num_slices or recipe.num_slices
     limit = GCLUSTER_NAME_MAX if recipe.submitter == "gcluster" else WORKLOAD_NAME_MAX
-    name = workload_name(opts.user, model, opts.now, limit)
+    name = opts.workload_name or workload_name(opts.user, model, opts.now, limit)
     variables = _variables(recipe, config, opts, name, findings)
     words, changes = _program_args(recipe, opts, findings)
     findings += check_references(variables, recipe, list(words))

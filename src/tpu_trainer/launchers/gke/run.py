@@ -3,19 +3,27 @@ follow -> results, torn down always."""
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
-from tpu_trainer.app.ending import Cut, cut_in_log, facts_in_log, steps_of, wasted_steps
+from tpu_trainer.app.ending import cut_in_log, steps_of
 from tpu_trainer.app.files import write_generated
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
+from tpu_trainer.app.resume import (
+    FAILED,
+    FINISHED,
+    Budgets,
+    SegmentBook,
+    SegmentOutcome,
+    running_again,
+    stopped_run,
+    transient_failure,
+)
 from tpu_trainer.app.services import Services
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
@@ -36,7 +44,7 @@ from tpu_trainer.launchers.gke.submitter import (
 from tpu_trainer.launchers.gke.teardown import Teardown
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.plan.scripts import render_setup, render_submit
-from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStatus, RunStore, SegmentEnd
+from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStatus, RunStore
 
 
 @dataclass
@@ -56,15 +64,20 @@ class GkeRun(Launcher):
     poll_seconds: float = 30.0
     lang: str = "zh"
     auto_resume: int = 0
-    """How many preemptions the run resumes after (its own budget: errors never resume)."""
+    """How many preemptions the run resumes after (a budget of its own)."""
+    error_retries: int = 0
+    """How many transient errors (as the diagnosis marks them) the run retries."""
     store: RunStore = field(init=False)
     display: Display = field(init=False)
     _steps: StepDisplay | None = None
-    _segment: int = 0
-    _segment_start: int = 0
-    """Where the current segment's lines begin in worker 0's log."""
-    _first_step_seen: bool = False
-    _wasted: int | None = None
+    _book: SegmentBook | None = None
+
+    @property
+    def book(self) -> SegmentBook:
+        """The run's segments: one per submitted workload."""
+        if self._book is None:
+            self._book = SegmentBook(self.store, self.run_id, self.log_path)
+        return self._book
 
     def __post_init__(self) -> None:
         self.svc = self.svc.for_run(self.run_id)
@@ -111,76 +124,28 @@ class GkeRun(Launcher):
         return Teardown(svc.store, svc.gcloud, svc.xpk, svc.display, poll_seconds=self.poll_seconds)
 
     def _launch(self, *, outcome: RunOutcome) -> None:
-        """One segment, then one more after each preemption while the budget lasts: the same
-        workload name (MaxText's ``run_name``) so MaxText restores its last checkpoint, on
-        capacity found again through the same ordered reservations."""
-        left = self.auto_resume
+        """One segment, then one more after each preemption (or transient error) while its
+        budget lasts: the same workload name (MaxText's ``run_name``) so MaxText restores its
+        last checkpoint, on capacity found again through the same ordered reservations."""
+        budgets = Budgets(self.auto_resume, self.error_retries)
         while True:
             zone = self._provision(self.plan, outcome)
             self._configure(self.plan)
             plan = self._scripts(self.plan.with_zone(zone))
-            self._start_segment(zone)
+            self.book.begin(zone)
             self._submit(plan, plan.files[1], zone, outcome)
-            cut = self._follow(plan, zone)
-            if cut is None or not cut.resumable or left <= 0:
+            end = self._follow(plan, zone)
+            if not budgets.allow(end):
                 break
-            left -= 1
-            self._between_segments(cut)
+            self.book.carry_on(end, self.display, self._teardown())
         self._results(plan, outcome)
-
-    def _interruptions(self) -> str:
-        """What the run's interruptions cost, for the display and the README row's note."""
-        resumed = [s for s in self.store.segments(self.run_id) if s.n > 1]
-        if not resumed:
-            return ""
-        wasted = sum(s.wasted_steps or 0 for s in resumed)
-        recovery = sum(s.recovery_s or 0.0 for s in resumed)
-        return (
-            f"{len(resumed)} interruption(s) resumed: {wasted} step(s) redone, "
-            f"{recovery:.1f} s from interruption to the next first step"
-        )
-
-    def _start_segment(self, zone: str) -> None:
-        log = self.log_path
-        self._segment = self.store.start_segment(self.run_id, zone)
-        self._segment_start = log.stat().st_size if log.is_file() else 0
-        self._first_step_seen = False
-
-    def _end_segment(self, cut: Cut | None, cause: str | None = None) -> None:
-        if not self._segment:
-            return
-        facts = cut.facts if cut else facts_in_log(self.log_path, self._segment_start)
-        end = SegmentEnd(
-            cause=cut.cause.value if cut else cause,
-            last_step=facts.last_step,
-            durable_step=facts.durable_step,
-            restored_step=facts.restored_step,
-        )
-        self.store.end_segment(self.run_id, self._segment, end)
-
-    def _between_segments(self, cut: Cut) -> None:
-        """Give back what the interrupted segment held (its workload, what is left of its
-        pools), then carry on as a running run."""
-        self._wasted = wasted_steps(cut.facts)
-        self.display.warn(
-            f"resuming after the interruption ({cut.message}); "
-            f"{self._wasted if self._wasted is not None else 'no'} step(s) to redo"
-        )
-        self._teardown().run(self.run_id)
-        self.store.update_run(self.run_id, status=RunStatus.RUNNING, error=None, finished_at=None)
 
     def resume(self) -> RunOutcome:
         """Pick up a run whose process died after submitting: follow its workload again, then
         collect, report and tear down as usual. Earlier stages are not replayed. A run that
         ended interrupted (its workload gone) gets a new segment instead."""
         store = self.store
-        row = store.run(self.run_id)
-        if row is None:
-            raise InputError(f"no run {self.run_id}", fix="see `tpu-trainer runs`")
-        if row.process_alive():
-            raise InputError(
-                f"run {self.run_id} is still running (pid {row.pid})", fix="it needs no resuming"
-            )
+        row = stopped_run(store, self.run_id)
         workload = next(
             (r for r in store.resources(self.run_id, states=LIVE_STATES) if r.kind == "workload"),
             None,
@@ -192,7 +157,8 @@ class GkeRun(Launcher):
                 f"run {self.run_id} never submitted a workload, so there is nothing to follow",
                 fix=f"`tpu-trainer cleanup {self.run_id}`, then train again",
             )
-        self._running_again()
+        running_again(store, self.run_id)
+        self.book.adopt()
         zone = row.zone
         plan = replace(self.plan.with_zone(zone), workload_name=workload.name)
         self.display.info(f"resuming run {self.run_id}: following {workload.name}")
@@ -204,17 +170,6 @@ class GkeRun(Launcher):
 
         return self._guarded(outcome, body)
 
-    def _running_again(self) -> None:
-        """The stored run is this process's again, and running."""
-        self.store.update_run(
-            self.run_id,
-            status=RunStatus.RUNNING,
-            error=None,
-            finished_at=None,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-        )
-
     def _next_segment_of_stopped_run(self) -> RunOutcome:
         """Capacity again, and the same workload name, so MaxText restores its checkpoint."""
         names = [r.name for r in self.store.resources(self.run_id) if r.kind == "workload"]
@@ -224,7 +179,8 @@ class GkeRun(Launcher):
                 fix="train again",
             )
         self.plan = replace(self.plan, workload_name=names[-1])
-        self._running_again()
+        running_again(self.store, self.run_id)
+        self.book.pick_up()
         self.display.info(f"resuming run {self.run_id}: {names[-1]} again on new capacity")
         outcome = RunOutcome(self.run_id, RunStatus.RUNNING, workload=names[-1])
         return self._guarded(outcome, lambda: self._launch(outcome=outcome))
@@ -290,7 +246,7 @@ class GkeRun(Launcher):
         """Metrics into the store, and (with a steady state) a section in the model's README."""
         from tpu_trainer.app.results import record_results
 
-        interrupted = self._interruptions()
+        interrupted = self.book.summary()
         if interrupted:
             self.display.info(interrupted)
         recorded = record_results(self.stages, plan, self.log_path, self.lang, note=interrupted)
@@ -325,17 +281,16 @@ class GkeRun(Launcher):
         outcome.workload = name
         self.stages.done("submit", detail=name)
 
-    def _follow(self, plan: Plan, zone: str) -> Cut | None:
-        """Follow the workload to its end; the interruption that cut it short, if any."""
-        cut: Cut | None = None
-        cause: str | None = "failed"
+    def _follow(self, plan: Plan, zone: str) -> SegmentOutcome:
+        """Follow the workload to its end: how its segment ended."""
+        end = FAILED
         try:
-            cut, cause = self._follow_workload(plan, zone)
+            end = self._follow_workload(plan, zone)
         finally:
-            self._end_segment(cut, cause)
-        return cut
+            self.book.end(end)
+        return end
 
-    def _follow_workload(self, plan: Plan, zone: str) -> tuple[Cut | None, str | None]:
+    def _follow_workload(self, plan: Plan, zone: str) -> SegmentOutcome:
         self.stages.start("follow")
         from tpu_trainer.launchers.gke.follow import Follower
 
@@ -357,20 +312,20 @@ class GkeRun(Launcher):
         followed = follower.run()
         if followed.hang is not None:
             self._hung(followed.hang.message)
-            return None, "failed"
+            return FAILED
         if not followed.started and not followed.fatal:
             message = followed.message or "the workload's pods did not start"
             self.stages.done("follow", "failed", message)
             self.store.finish_run(self.run_id, RunStatus.FAILED, message[:2000])
             self.display.warn(message)
-            return None, "failed"
+            return FAILED
         if followed.fatal:
             first = followed.fatal[0]
             message = f"{first.title}: {first.excerpt} — fix: {first.fix}"
             self.stages.done("follow", "failed", message)
             self.store.finish_run(self.run_id, RunStatus.FAILED, message[:2000])
             self.display.warn(f"fatal error in the workload's log: {message}")
-            return None, "failed"
+            return transient_failure(first.title, message) if first.transient else FAILED
         submitter = self._submitter
         target = self._target(plan, zone)
         verdict = submitter.wait(target, follower.ending, self.wait_timeout_s)
@@ -380,13 +335,13 @@ class GkeRun(Launcher):
             self.display.info(ending.describe(plan.workload_name))
         self.stages.done("follow", verdict.value)
         if verdict is WaitOutcome.SUCCEEDED:
-            cut = cut_in_log(self.log_path, steps_of(plan), self._segment_start)
+            cut = cut_in_log(self.log_path, steps_of(plan), self.book.start)
             if cut is not None:
                 self.store.finish_run(self.run_id, RunStatus.INTERRUPTED, cut.message)
                 self.display.warn(f"the workload exited 0 but was {cut.message}")
-                return cut, cut.cause.value
+                return SegmentOutcome(cut=cut, message=cut.message)
             self.store.finish_run(self.run_id, RunStatus.SUCCEEDED)
-            return None, None
+            return FINISHED
         message = {
             WaitOutcome.FAILED: ending.describe(plan.workload_name)
             if ending is not None
@@ -396,7 +351,7 @@ class GkeRun(Launcher):
             + (f" (exit {submitter.wait_code})" if submitter.wait_code is not None else ""),
         }[verdict]
         self.store.finish_run(self.run_id, RunStatus.FAILED, message)
-        return None, "failed"
+        return FAILED
 
     def _watchdog(self, plan: Plan) -> LogWatch:
         settings = watchdog_settings(
@@ -430,9 +385,7 @@ class GkeRun(Launcher):
     def on_log_line(self, line: str) -> None:
         """Each line of worker 0's log as it arrives: show each completed step; a segment's
         first step ends the recovery from the interruption before it."""
-        if not self._first_step_seen and self._segment and "completed step" in line:
-            self._first_step_seen = True
-            self.store.segment_first_step(self.run_id, self._segment, self._wasted)
+        self.book.on_line(line)
         if self._steps is None:
             self._steps = StepDisplay(self.display)
         self._steps(line)

@@ -25,7 +25,21 @@ from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, 
 from tpu_trainer.infra.ray_jobs import TOKEN_ENV
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
 from tpu_trainer.launchers.gke.teardown import Teardown, TeardownReport
-from tpu_trainer.launchers.kuberay.manifests import DASHBOARD_PORT, KubeRayPlan, head_service
+from tpu_trainer.launchers.kuberay.lost_workers import (
+    NODE_SHUTDOWN,
+    deleted_failed,
+    hosts_of,
+    lost_deleted,
+    lost_pod,
+    said,
+    shut_down_nodes,
+)
+from tpu_trainer.launchers.kuberay.manifests import (
+    DASHBOARD_PORT,
+    WORKER_GROUP,
+    KubeRayPlan,
+    head_service,
+)
 from tpu_trainer.store.db import Resource, ResourceState, RunStore
 
 RAYCLUSTER = "raycluster"
@@ -147,6 +161,39 @@ class KubeRayCluster:
                 fix=f"`kubectl describe pod -l ray.io/cluster={kplan.name},ray.io/node-type=head "
                 f"--namespace={kplan.namespace}` says why (image pull, CPU or memory)",
             )
+
+    def taken_back(self, kplan: KubeRayPlan) -> str | None:
+        """The cluster's word that the RayCluster's TPU workers lost their capacity (a pod
+        Kubernetes took away: preemption, maintenance, node shutdown), else None: the worker
+        pods while they are there, else the namespace's Events (``lost_workers``)."""
+        selector = f"ray.io/cluster={kplan.name},ray.io/group={WORKER_GROUP}"
+        try:
+            pods = self.kubectl.list_objects("pods", selector=selector, namespace=kplan.namespace)
+            lost = [why for why in map(lost_pod, pods) if why is not None]
+            return said(lost or self._lost_in_events(kplan))
+        except TpuTrainerError:
+            return None  # the cluster cannot say: the job's own ending stands
+
+    def _lost_in_events(self, kplan: KubeRayPlan) -> list[str]:
+        """The worker pods KubeRay deleted as ``Failed`` (already made again), and whether
+        their nodes shut down, from the Events about this RayCluster and its pods."""
+        cluster = self.kubectl.get(RAYCLUSTER, kplan.name, kplan.namespace)
+        uid = str(((cluster or {}).get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return []
+        events = self.kubectl.list_objects("events", namespace=kplan.namespace)
+        pods = deleted_failed(events, uid)
+        if not pods:
+            return []
+        hosts = hosts_of(events, pods)
+        if kplan.namespace != "default" and hosts:  # a node's events are kept in default
+            events = self.kubectl.list_objects(
+                "events",
+                namespace="default",
+                fields=f"involvedObject.kind=Node,reason={NODE_SHUTDOWN}",
+            )
+        down = shut_down_nodes(events)
+        return [lost_deleted(pod, hosts.get(pod), down) for pod in pods]
 
     def token(self, kplan: KubeRayPlan, env: dict[str, str]) -> str:
         """``$RAY_AUTH_TOKEN``, else the token in the Secret the operator made for the cluster."""

@@ -17,7 +17,8 @@ from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
-from tpu_trainer.app.results import Recorded, Versions
+from tpu_trainer.app.results import Versions
+from tpu_trainer.app.resume import FAILED, FINISHED, Budgets, SegmentBook, SegmentOutcome
 from tpu_trainer.app.watchdog_run import plan_watchdog
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
@@ -39,7 +40,7 @@ from tpu_trainer.launchers.kuberay.manifests import (
 )
 from tpu_trainer.launchers.ray.entry import ENTRY_SCRIPT
 from tpu_trainer.launchers.ray.follow import Deadlines, Waiting
-from tpu_trainer.launchers.ray.job import JobRequest, RayJob
+from tpu_trainer.launchers.ray.job import JobRequest, RayJob, job_logs
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.store.db import RunStatus, RunStore
 
@@ -81,8 +82,20 @@ class KubeRayRun(Launcher):
     deadlines: Deadlines = field(default_factory=Deadlines)
     env: Mapping[str, str] | None = None
     """Where ``RAY_AUTH_TOKEN`` is looked up first (default: this process's environment)."""
+    auto_resume: int = 0
+    """How many preemptions the run resumes after (a new RayCluster, MaxText restoring)."""
+    error_retries: int = 0
+    """How many transient errors (as the diagnosis marks them) the run retries."""
 
     _kplan: KubeRayPlan | None = None
+    _book: SegmentBook | None = None
+
+    @property
+    def book(self) -> SegmentBook:
+        """The run's segments: one per RayCluster and job."""
+        if self._book is None:
+            self._book = SegmentBook(self.store, self.run_id, job_logs(self.run_dir)[1])
+        return self._book
 
     @property
     def kplan(self) -> KubeRayPlan:
@@ -130,10 +143,29 @@ class KubeRayRun(Launcher):
         return self.kubectl or Kubectl(self.runner)
 
     def _launch(self, *, outcome: RunOutcome) -> None:
+        """One segment, then one more after each preemption (or transient error) while its
+        budget lasts: the RayCluster is deleted, made again (its TPU workers wait for
+        capacity as the first time), and the job submitted again with the same ``run_name``,
+        so MaxText restores its last durable checkpoint."""
         kplan = self.kplan
         self._write_manifests(kplan)
-        self._provision(kplan)
-        outcome.error, recorded = self._job(kplan)
+        budgets = Budgets(self.auto_resume, self.error_retries)
+        while True:
+            self._provision(kplan)
+            self.book.begin(None)
+            end = FAILED
+            try:
+                end = self._job(kplan)
+            finally:
+                self.book.end(end)
+            if not budgets.allow(end):
+                break
+            self.book.carry_on(end, self.display, self._teardown())
+        outcome.error = None if end is FINISHED else end.message
+        note = self.book.summary()
+        if note:
+            self.display.info(note)
+        recorded = self._ray_job().record(note)
         if recorded is not None:
             outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
 
@@ -168,8 +200,19 @@ class KubeRayRun(Launcher):
         cluster.wait_head(kplan, self.head_timeout_s, self.poll_seconds)
         stages.done("head", detail=head_service(kplan.name))
 
-    def _job(self, kplan: KubeRayPlan) -> tuple[str | None, Recorded | None]:
-        """The Ray job through the dashboard's port-forward: its error and recorded results."""
+    def _ray_job(self, token: str | None = None) -> RayJob:
+        return RayJob(
+            self.stages,
+            self.plan,
+            self.run_dir,
+            self.lang,
+            Versions(),
+            redactor=Redactor(extra=[token] if token else []),
+            on_line=self.book.on_line,
+        )
+
+    def _job(self, kplan: KubeRayPlan) -> SegmentOutcome:
+        """The Ray job through the dashboard's port-forward: how its segment ended."""
         cluster = self._cluster
         with cluster.dashboard(kplan) as address:
             token = cluster.token(kplan, dict(self.env if self.env is not None else os.environ))
@@ -181,21 +224,21 @@ class KubeRayRun(Launcher):
             )
             version = client.version().get("ray_version", "?")
             self.display.info(f"Ray {version} at {address} (through kubectl port-forward)")
-            job = RayJob(
-                self.stages,
-                self.plan,
-                self.run_dir,
-                self.lang,
-                Versions(),
-                redactor=Redactor(extra=[token]),
-            )
             request = JobRequest(
                 entrypoint=kplan.entrypoint,
-                submission_id=kplan.submission_id,
+                submission_id=segment_submission(kplan.submission_id, self.book.n),
                 env=kplan.job_env,
                 waiting=waiting_for_slices(self.plan, kplan),
                 deadlines=self.deadlines,
                 watchdog=plan_watchdog(self.store, self.plan),
             )
-            result = job.run(client, request)
-        return result.error, result.recorded
+            followed = self._ray_job(token).follow(
+                client, request, start=self.book.start, taken_back=lambda: cluster.taken_back(kplan)
+            )
+        return followed.segment()
+
+
+def segment_submission(first: str, n: int) -> str:
+    """The Ray job's submission id in segment ``n``: the first keeps the run's, a later one
+    (on a RayCluster made again) says which segment it is."""
+    return first if n <= 1 else f"{first}-{n}"

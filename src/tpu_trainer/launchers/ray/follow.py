@@ -16,14 +16,15 @@ first step by the start-up deadline, or no new step for k × the steady step tim
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
 from tpu_trainer.app.display import Display
-from tpu_trainer.app.ending import cut_in_log
+from tpu_trainer.app.ending import Cause, Cut, cut_in_log
+from tpu_trainer.app.resume import FAILED, FINISHED, SegmentOutcome, transient_failure
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.ray_jobs import JobInfo, JobStatus, LogCursor, RayJobsClient
@@ -57,7 +58,8 @@ class JobEnd(StrEnum):
     """The watchdog saw no progress (the job was stopped)."""
     INTERRUPTED = "interrupted"
     """Ray says SUCCEEDED, but worker 0's log stops short of the last step (a preemption's
-    SIGTERM stop, another stop, or a log that just ends)."""
+    SIGTERM stop, another stop, or a log that just ends); or Ray says FAILED because the
+    capacity was taken back (MaxText's SIGTERM stop, or the cluster's word)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,10 +85,25 @@ class FollowedJob:
     info: JobInfo | None
     message: str = ""
     fatal: tuple[Match, ...] = ()
+    cut: Cut | None = None
+    """What an interrupted job kept (its log's facts), and why it stopped."""
 
     @property
     def ok(self) -> bool:
         return self.end is JobEnd.SUCCEEDED
+
+    def segment(self) -> SegmentOutcome:
+        """How the job's segment of the run ended: finished, interrupted (a preemption may be
+        resumed), failed with an error the diagnosis marks transient (retried on its own
+        budget), or failed."""
+        if self.ok:
+            return FINISHED
+        if self.cut is not None:
+            return SegmentOutcome(cut=self.cut, message=self.message)
+        first = self.fatal[0] if self.fatal else None
+        if first is not None and first.transient and self.end in (JobEnd.FATAL, JobEnd.FAILED):
+            return transient_failure(first.title, self.message)
+        return SegmentOutcome(cause=FAILED.cause, message=self.message)
 
 
 @dataclass
@@ -244,15 +261,28 @@ def worker_host(line: RayLine) -> str:
     return f"worker {where}pid {line.pid}"
 
 
-def judge_ending(followed: FollowedJob, worker0_log: Path, steps: int | None) -> FollowedJob:
-    """A job Ray calls SUCCEEDED finished only when worker 0's log reached its last step
-    (``steps - 1``, or MaxText's target loss); otherwise it was interrupted."""
-    if not followed.ok:
+def judge_ending(
+    followed: FollowedJob,
+    worker0_log: Path,
+    steps: int | None,
+    start: int = 0,
+    taken_back: Callable[[], str | None] | None = None,
+) -> FollowedJob:
+    """A job Ray calls SUCCEEDED finished only when worker 0's log (from byte ``start``: this
+    segment's lines) reached its last step (``steps - 1``, or MaxText's target loss); otherwise
+    it was interrupted. A job Ray calls FAILED was interrupted by a preemption when MaxText
+    logged its SIGTERM stop or ``taken_back`` (asked only then: the cluster's word that the
+    capacity went) says so."""
+    if followed.end not in (JobEnd.SUCCEEDED, JobEnd.FAILED, JobEnd.FATAL):
         return followed
-    cut = cut_in_log(worker0_log, steps)
-    if cut is None:
+    cut = cut_in_log(worker0_log, steps, start)
+    clean = followed.ok and cut is None
+    cloud_says = None if clean or taken_back is None else taken_back()
+    if cloud_says is not None:
+        cut = cut_in_log(worker0_log, steps, start, cloud_says=cloud_says)
+    if cut is None or (not followed.ok and cut.cause is not Cause.PREEMPTED):
         return followed
-    return FollowedJob(end=JobEnd.INTERRUPTED, info=followed.info, message=cut.message)
+    return replace(followed, end=JobEnd.INTERRUPTED, message=cut.message, cut=cut)
 
 
 def _fatal_message(match: Match) -> str:

@@ -8,12 +8,12 @@ collect and report stages as every other launcher turn into metrics and a README
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.ending import steps_of
-from tpu_trainer.app.results import Ending, Recorded, Versions, record_results
+from tpu_trainer.app.results import Recorded, Versions, record_results
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.app.step_display import StepDisplay
 from tpu_trainer.app.watchdog import WatchdogSettings
@@ -70,10 +70,26 @@ class RayJob:
     lang: str = "zh"
     versions: Versions = field(default_factory=Versions)
     redactor: Redactor = field(default_factory=Redactor)
+    on_line: Callable[[str], None] | None = None
+    """Each worker-0 line as it arrives, besides the step display (a run's segment book)."""
 
     def run(self, client: RayJobsClient, request: JobRequest) -> JobResult:
         """Submit, follow to the end, record steps and metrics (and the README section when
         there is a steady state); the run's final status is written to the store."""
+        followed = self.follow(client, request)
+        return JobResult(followed=followed, recorded=self.record())
+
+    def follow(
+        self,
+        client: RayJobsClient,
+        request: JobRequest,
+        *,
+        start: int = 0,
+        taken_back: Callable[[], str | None] | None = None,
+    ) -> FollowedJob:
+        """Submit, follow to the end and judge how the job ended (:func:`judge_ending`; its
+        lines in ``worker0.log`` from byte ``start`` on); the run's status is written to the
+        store."""
         store, run_id, display = self.stages.store, self.stages.run_id, self.stages.display
         self.stages.start("submit")
         body = submit_body(
@@ -87,7 +103,9 @@ class RayJob:
         job_log, worker0_log = job_logs(self.run_dir)
         steps = StepDisplay(display)
         watch = None if request.watchdog is None else LogWatch(request.watchdog)
-        with JobLogs(job_log, worker0_log, steps, redact=self.redactor, watch=watch) as logs:
+        with JobLogs(
+            job_log, worker0_log, self._each_line(steps), redact=self.redactor, watch=watch
+        ) as logs:
             follower = RayJobFollower(
                 client, submitted, display, logs, request.waiting, request.deadlines
             )
@@ -97,26 +115,35 @@ class RayJob:
                 with contextlib.suppress(TpuTrainerError):
                     client.stop(submitted)
                 raise
-        followed = judge_ending(followed, worker0_log, steps_of(self.plan))
+        followed = judge_ending(followed, worker0_log, steps_of(self.plan), start, taken_back)
         self.stages.done(
             "follow",
             "ok" if followed.ok else "failed",
             followed.message or f"{steps.lines} worker-0 lines",
         )
-        status = (
-            RunStatus.SUCCEEDED
-            if followed.ok
-            else RunStatus.INTERRUPTED
-            if followed.end is JobEnd.INTERRUPTED
-            else RunStatus.FAILED
-        )
-        ending = Ending(status, followed.message or None)
-        recorded = record_results(
-            self.stages, self.plan, worker0_log, self.lang, self.versions, ending=ending
-        )
         if followed.ok:
             store.finish_run(run_id, RunStatus.SUCCEEDED)
         else:
+            status = (
+                RunStatus.INTERRUPTED if followed.end is JobEnd.INTERRUPTED else RunStatus.FAILED
+            )
             store.finish_run(run_id, status, followed.message[:2000])
             display.warn(followed.message)
-        return JobResult(followed=followed, recorded=recorded)
+        return followed
+
+    def record(self, note: str = "") -> Recorded | None:
+        """Worker 0's steps and metrics into the store, and the README section when there is
+        a steady state (the run's ending read from the store)."""
+        _, worker0_log = job_logs(self.run_dir)
+        return record_results(self.stages, self.plan, worker0_log, self.lang, self.versions, note)
+
+    def _each_line(self, steps: StepDisplay) -> Callable[[str], None]:
+        if self.on_line is None:
+            return steps
+        also = self.on_line
+
+        def each(line: str) -> None:
+            also(line)
+            steps(line)
+
+        return each

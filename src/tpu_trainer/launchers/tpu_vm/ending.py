@@ -1,12 +1,11 @@
 """How a command on the workers of a TPU VM ended: a worker's failure with its diagnosis and
-log tail, a VM the cloud took back (``PREEMPTED``), and what one training segment came to."""
+log tail, and a VM the cloud took back (``PREEMPTED``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpu_trainer.app.ending import Cut
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandResult
@@ -25,22 +24,6 @@ class SshOutcome:
     result: CommandResult
     logs: dict[int, str]
     failed: dict[int, int]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainEnd:
-    """How one segment's training ended: ``cut`` when it stopped short (preempted, stopped,
-    unfinished), ``cause`` "failed" when it failed, neither when it finished."""
-
-    cut: Cut | None = None
-    cause: str | None = None
-    message: str = ""
-    transient: bool = False
-    """The failure is one the diagnosis says goes away by itself (retried on its budget)."""
-
-    @property
-    def retry(self) -> bool:
-        return self.cut.resumable if self.cut is not None else self.transient
 
 
 def taken_back(cloud: TpuVmCloud, vm: TpuVmSpec) -> str | None:

@@ -22,6 +22,7 @@ from tpu_trainer.frameworks.vm_program import (
 from tpu_trainer.plan.slices import Slice
 
 DEVICES_MARKER = "TPU_TRAINER_DEVICES"
+RUNNING_MARKER = "TPU_TRAINER_RUNNING"
 PID_FILE = "train.pid"
 SSHD_CONF = "/etc/ssh/sshd_config.d/60-tpu-trainer.conf"
 UV = '"$HOME/.local/bin/uv"'
@@ -83,7 +84,18 @@ def stop_command(run_id: str) -> str:
     return f'if [ -f {pid} ]; then kill -TERM "$(cat {pid})" 2>/dev/null || true; fi'
 
 
+def running_command(run_id: str) -> str:
+    """Say :data:`RUNNING_MARKER` when the program whose process id was recorded still runs."""
+    pid = shlex.quote(f"{remote_run_dir(run_id)}/{PID_FILE}")
+    return f'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then echo {RUNNING_MARKER}; fi'
+
+
 # ---- answers ----------------------------------------------------------------------------------
+def still_running(logs: Mapping[int, str]) -> bool:
+    """Whether a worker answered :func:`running_command` with the marker."""
+    return any(RUNNING_MARKER in text for text in logs.values())
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerDevices:
     """One worker's ``TPU_TRAINER_DEVICES`` line."""

@@ -12,13 +12,10 @@ deleted all the same. Secrets travel in the environment only and are redacted fr
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tpu_trainer.app.display import Display
@@ -29,7 +26,16 @@ from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions, record_results, store_metrics
-from tpu_trainer.app.resume import Budgets, SegmentBook
+from tpu_trainer.app.resume import (
+    FAILED,
+    FINISHED,
+    Budgets,
+    SegmentBook,
+    SegmentOutcome,
+    running_again,
+    stopped_run,
+    transient_failure,
+)
 from tpu_trainer.app.watchdog import WatchdogSettings
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.catalog.accelerators import Precision
@@ -41,29 +47,26 @@ from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
-from tpu_trainer.launchers.tpu_vm.ending import (
-    SshOutcome,
-    TrainEnd,
-    taken_back,
-    worker_failure,
-)
+from tpu_trainer.launchers.tpu_vm.ending import SshOutcome, taken_back, worker_failure
 from tpu_trainer.launchers.tpu_vm.follow import (
     READERS,
     STEP_PARSERS,
     TrainFollower,
-    WorkerLogTail,
 )
 from tpu_trainer.launchers.tpu_vm.provision import VmProvisioner
 from tpu_trainer.launchers.tpu_vm.remote import (
     device_check_command,
     device_problems,
-    failed_workers,
     install_command,
+    running_command,
+    still_running,
     stop_command,
     train_command,
 )
+from tpu_trainer.launchers.tpu_vm.resume import vm_left
 from tpu_trainer.launchers.tpu_vm.spec import TpuVmSpec
 from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
+from tpu_trainer.launchers.tpu_vm.workers import WorkerShell
 from tpu_trainer.metrics.summary import summarize
 from tpu_trainer.plan.diagnose import diagnose
 from tpu_trainer.plan.plan import Plan
@@ -120,6 +123,11 @@ class TpuVmRun(Launcher):
     def redact(self) -> Redactor:
         return Redactor(env=self.env)
 
+    @property
+    def shell(self) -> WorkerShell:
+        """Commands on every worker, each worker's output kept under the run's folder."""
+        return WorkerShell(self.cloud, self.vm, self.run_dir, self.redact)
+
     # ---- the template's parts ------------------------------------------------------------
     def _check(self) -> None:
         missing = [n for n in self.program.required_secrets if not self.env.get(n)]
@@ -174,23 +182,61 @@ class TpuVmRun(Launcher):
         }
         return data
 
-    def _launch(self, *, outcome: RunOutcome) -> None:
+    def _launch(self, *, outcome: RunOutcome, on_vm: bool = False) -> None:
         """One segment, then one more after each preemption (or transient error) while its
         budget lasts: the preempted VM is deleted, made again as the first time, and the
         program runs again with the same arguments (MaxText's ``run_name``), so MaxText
-        restores its last durable checkpoint."""
+        restores its last durable checkpoint. ``on_vm``: the first segment runs on the VM
+        the run already has."""
         budgets = Budgets(self.auto_resume, self.error_retries)
         while True:
-            self._provision()
+            if not on_vm:
+                self._provision()
+            on_vm = False
             self._install()
             self._check_devices()
             self.book.begin(self.vm.zone)
             end = self._train()
-            self.book.end(end.cut, end.cause)
-            if not end.retry or not budgets.take(preempted=end.cut is not None):
+            self.book.end(end)
+            if not budgets.allow(end):
                 break
-            self._between_segments(end)
+            self.book.carry_on(end, self.display, self._teardown())
         self._results(outcome)
+
+    def resume(self) -> RunOutcome:
+        """Carry on a run whose process died, or that ended interrupted: a new segment with
+        the same ``run_name`` (MaxText restores its last durable checkpoint), on the run's VM
+        while the cloud reads it READY (a program still running there is stopped first: its
+        output went to the process that died), else on a VM made again."""
+        row = stopped_run(self.store, self.run_id)
+        if row.status is RunStatus.SUCCEEDED:
+            raise InputError(f"run {self.run_id} succeeded: there is nothing to resume")
+        running_again(self.store, self.run_id)
+        self.book.pick_up()
+        left = vm_left(self.store, self.cloud, self.run_id, self.vm)
+        self.display.info(f"resuming run {self.run_id}: {left.say(self.vm.name)}")
+        outcome = self._new_outcome()
+
+        def body() -> None:
+            if left.reusable:
+                self._stop_left_program()
+            elif left.recorded:
+                self._teardown().run(self.run_id)
+            self._launch(outcome=outcome, on_vm=left.reusable)
+
+        return self._guarded(outcome, body)
+
+    def _stop_left_program(self) -> None:
+        """Stop the program an earlier process started on the VM, if it still runs."""
+        out = self.shell.run(running_command(self.run_id), "probe", 120)
+        if still_running(out.logs):
+            self.display.warn(
+                f"{self.program.framework} still runs on {self.vm.name}, its output going to "
+                "the process that died: stopping it (MaxText restores its last durable "
+                "checkpoint in the next segment)"
+            )
+            self._training = True
+            self._stop()
 
     def _provision(self) -> None:
         stages = self.stages
@@ -211,19 +257,11 @@ class TpuVmRun(Launcher):
             raise
         stages.done("provision", detail=f"{node.name} READY, {len(node.workers)} workers")
 
-    def _between_segments(self, end: TrainEnd) -> None:
-        """Give the VM back (a preempted VM cannot be started again), then carry on as a
-        running run."""
-        redo = self.book.next_after(end.cut)
-        self.display.warn(f"resuming after the interruption ({end.message}); {redo}")
-        self._teardown().run(self.run_id)
-        self.store.update_run(self.run_id, status=RunStatus.RUNNING, error=None, finished_at=None)
-
     # ---- steps -------------------------------------------------------------------------------
     def _install(self) -> None:
         stages = self.stages
         stages.start("install")
-        out = self._ssh(
+        out = self.shell.run(
             install_command(self.program, self.run_id), "install", self.install_timeout_s
         )
         if out.failed or not out.result.ok:
@@ -250,7 +288,7 @@ class TpuVmRun(Launcher):
     def _check_devices(self) -> None:
         stages = self.stages
         stages.start("devices")
-        out = self._ssh(device_check_command(self.program), "devices", 600)
+        out = self.shell.run(device_check_command(self.program), "devices", 600)
         problems = device_problems(out.logs, self.vm.slice)
         if problems or out.failed:
             worker = min(out.failed) if out.failed else 0
@@ -262,7 +300,7 @@ class TpuVmRun(Launcher):
         per_host = self.vm.slice.jax_devices // self.vm.workers
         stages.done("devices", detail=f"{self.vm.workers} workers x {per_host} JAX devices")
 
-    def _train(self) -> TrainEnd:
+    def _train(self) -> SegmentOutcome:
         stages = self.stages
         stages.start("train")
         cancel = threading.Event()
@@ -281,7 +319,7 @@ class TpuVmRun(Launcher):
         done = threading.Event()
         follower.start_watchdog(done)
         try:
-            out = self._ssh(
+            out = self.shell.run(
                 train_command(self.program, self.run_id),
                 "train",
                 self.train_timeout_s,
@@ -309,12 +347,12 @@ class TpuVmRun(Launcher):
             self.display.warn(end.message)
         return end
 
-    def _judge(self, follower: TrainFollower, out: SshOutcome) -> TrainEnd:
+    def _judge(self, follower: TrainFollower, out: SshOutcome) -> SegmentOutcome:
         """How training ended: a hang, a preemption (the VM reads PREEMPTED, or MaxText logged
         its SIGTERM stop), a failure, a clean exit short of the last step, or the end."""
         hang = follower.watch.hang if follower.watch is not None else None
         if hang is not None:
-            return TrainEnd(cause="failed", message=hang.message)
+            return SegmentOutcome(cause="failed", message=hang.message)
         failed = bool(follower.fatal or out.failed or not out.result.ok)
         log, steps = self.run_dir / "worker0.log", self._steps()
         cut = cut_in_log(log, steps, self.book.start) if not failed else None
@@ -323,16 +361,15 @@ class TpuVmRun(Launcher):
             if taken is not None:
                 cut = cut_in_log(log, steps, self.book.start, cloud_says=taken)
         if cut is not None:
-            return TrainEnd(cut=cut, message=cut.message)
+            return SegmentOutcome(cut=cut, message=cut.message)
         if not failed:
-            return TrainEnd()
+            return FINISHED
         first = follower.fatal[0][0] if follower.fatal else None
         message, _ = worker_failure(self.run_dir, self.redact, "training", out, first)
         found = follower.fatal[0][1] if follower.fatal else None
         if found is not None and found.transient:  # the segment says why it is retried
-            cause = f"transient error: {found.title}"
-            return TrainEnd(cause=cause, message=message, transient=True)
-        return TrainEnd(cause="failed", message=message)
+            return transient_failure(found.title, message)
+        return replace(FAILED, message=message)
 
     def _steps(self) -> int | None:
         """The steps a MaxText command asks for (other programs are not judged by steps)."""
@@ -383,62 +420,8 @@ class TpuVmRun(Launcher):
         self._training = False
         self.display.info(f"stopping {self.program.framework} on every worker")
         try:
-            self._ssh(stop_command(self.run_id), "stop", 120)
+            self.shell.run(stop_command(self.run_id), "stop", 120)
         except Exception as e:  # deleting the VM stops it anyway
             self.display.warn(f"could not stop the program on the workers: {e}")
 
     # ---- helpers -----------------------------------------------------------------------------
-    def _ssh(
-        self,
-        command: str,
-        label: str,
-        timeout: float,
-        *,
-        follow: Callable[[int, str], None] | None = None,
-        cancel: threading.Event | None = None,
-        send_env: Mapping[str, str] | None = None,
-    ) -> SshOutcome:
-        """Run ``command`` on every worker; each worker's output, redacted, is kept in
-        ``runs/<run>/<label>/<worker>.log`` (gcloud's own files live in a private temporary
-        folder that is removed at once)."""
-        tmp = Path(tempfile.mkdtemp(prefix=f"tpt-{label}-"))
-        tail = WorkerLogTail(tmp, self.vm.workers, follow) if follow is not None else None
-
-        def on_line(stream: str, line: str) -> None:
-            if stream == "stderr" and cancel is not None and failed_workers(line):
-                cancel.set()  # one worker is gone: stop the others now
-
-        try:
-            if tail is not None:
-                tail.start()
-            try:
-                result = self.cloud.ssh(
-                    self.vm,
-                    command,
-                    str(tmp),
-                    timeout=timeout,
-                    send_env=send_env,
-                    cancel=cancel,
-                    on_line=on_line,
-                )
-            finally:
-                if tail is not None:
-                    tail.stop()  # the last lines too, even when interrupted
-            logs = self._keep_logs(tmp, label)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        failed = failed_workers(result.stderr)
-        return SshOutcome(result=result, logs=logs, failed=failed)
-
-    def _keep_logs(self, tmp: Path, label: str) -> dict[int, str]:
-        folder = self.run_dir / label
-        folder.mkdir(parents=True, exist_ok=True)
-        logs: dict[int, str] = {}
-        for worker in range(self.vm.workers):
-            path = tmp / f"{worker}.log"
-            if not path.exists():
-                continue
-            text = self.redact(path.read_text(encoding="utf-8", errors="replace"))
-            (folder / f"{worker}.log").write_text(text, encoding="utf-8")
-            logs[worker] = text
-        return logs

@@ -1,8 +1,9 @@
 """Events the emulated controllers record, as core ``v1`` Events (what ``kubectl get events``
 and ``kubectl describe`` show): named ``<object>.<16 hex digits>``, about one object
-(``involvedObject``), with a reason, a message, a type (``Normal`` | ``Warning``) and the
-component that reported it. An event repeated (same object, reason and message) is counted,
-not written again."""
+(``involvedObject``, and the container a kubelet event is about), with a reason, a message, a
+type (``Normal`` | ``Warning``) and the component that reported it (and the node, for the
+kubelet's). An event about a cluster-scoped object (a Node) is kept in ``default``. An event
+repeated (same object, reason and message) is counted, not written again."""
 
 from __future__ import annotations
 
@@ -17,10 +18,30 @@ Obj = dict[str, Any]
 EVENTS = next(r for r in CORE if r.plural == "events")
 
 
-def record(state: State, about: Obj, kind: str, reason: str, message: str, component: str) -> None:
-    """Record that ``component`` saw ``reason`` on ``about`` (once per reason and message)."""
+def record(
+    state: State,
+    about: Obj,
+    kind: str,
+    reason: str,
+    message: str,
+    component: str,
+    *,
+    host: str = "",
+    field_path: str = "",
+) -> None:
+    """Record that ``component`` (on node ``host``) saw ``reason`` on ``about`` (on its part
+    ``field_path``, such as ``spec.containers{ray-worker}``), once per reason and message."""
     meta = about["metadata"]
     namespace = str(meta.get("namespace") or "default")
+    involved = {
+        "apiVersion": about.get("apiVersion", "v1"),
+        "kind": about.get("kind", ""),
+        "name": meta["name"],
+        "namespace": str(meta.get("namespace") or ""),
+        "uid": meta.get("uid", ""),
+    }
+    if field_path:
+        involved["fieldPath"] = field_path
     seed = f"{meta.get('uid')}/{reason}/{message}"
     name = f"{meta['name']}.{hashlib.sha256(seed.encode()).hexdigest()[:16]}"
     if any(e["metadata"]["name"] == name for e in store.kept_objects(state, EVENTS)):
@@ -34,18 +55,13 @@ def record(state: State, about: Obj, kind: str, reason: str, message: str, compo
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": about.get("apiVersion", "v1"),
-                "kind": about.get("kind", ""),
-                "name": meta["name"],
-                "namespace": namespace,
-                "uid": meta.get("uid", ""),
-            },
+            "involvedObject": involved,
             "reason": reason,
             "message": message,
             "type": kind,
-            "source": {"component": component},
+            "source": {"component": component, **({"host": host} if host else {})},
             "reportingComponent": component,
+            "reportingInstance": host,
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

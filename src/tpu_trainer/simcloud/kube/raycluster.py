@@ -26,6 +26,7 @@ from tpu_trainer.simcloud.kube import events, store
 from tpu_trainer.simcloud.kube import raycluster_objects as objs
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.pod_status import bound_status, unschedulable_status
+from tpu_trainer.simcloud.kube.raycluster_failed import delete_ended_workers, replaced
 from tpu_trainer.simcloud.kube.raycluster_status import desired_workers, status_of
 from tpu_trainer.simcloud.kube.resources import CORE, Resource, find
 from tpu_trainer.simcloud.kube.scheduler import place
@@ -54,19 +55,25 @@ def configure_ray(
     dashboard_port: int | None = None,
     token: str | None = None,
     head_ready: bool = True,
+    replace_ended_workers: bool = False,
 ) -> None:
     """How the cluster's Ray heads behave: the local port their dashboard is served on, the
-    token the operator's Secret holds (the one that dashboard checks), whether they get ready."""
+    token the operator's Secret holds (the one that dashboard checks), whether they get ready;
+    and whether the operator deletes and makes again a worker pod that ended (``Failed``), as
+    KubeRay does (``raycluster_failed``), or leaves it for a reader to see until the cluster
+    is deleted (the default)."""
     with transaction(Path(path)) as state:
         store.section(state)[SETTINGS] = {
             "dashboard_port": dashboard_port,
             "token": token,
             "head_ready": head_ready,
+            "replace_ended_workers": replace_ended_workers,
         }
 
 
 def settings(state: State) -> Obj:
     return {"dashboard_port": None, "token": None, "head_ready": True,
+            "replace_ended_workers": False,
             **(store.section(state).get(SETTINGS) or {})}  # fmt: skip
 
 
@@ -120,7 +127,10 @@ def _reconcile(state: State, resource: Resource, cluster: Obj) -> None:
         events.record(state, cluster, "Normal", "CreatedService", f"Created service {where}",
                       "raycluster-controller")  # fmt: skip
     pods = _owned_pods(state, cluster)
-    for new in _missing_pods(cluster, pods):
+    if settings(state)["replace_ended_workers"] and delete_ended_workers(state, cluster, pods):
+        _write_status(state, resource, cluster, _owned_pods(state, cluster))
+        return  # KubeRay requeues: the new pods come on the next reconcile
+    for new in _missing_pods(state, cluster, pods):
         made = store.create(state, _PODS, ns, new)
         node_type = (
             "head" if made["metadata"]["labels"][objs.NODE_TYPE_LABEL] == "head" else "worker"
@@ -142,7 +152,7 @@ def _owned_pods(state: State, cluster: Obj) -> list[Obj]:
     ]
 
 
-def _missing_pods(cluster: Obj, pods: list[Obj]) -> list[Obj]:
+def _missing_pods(state: State, cluster: Obj, pods: list[Obj]) -> list[Obj]:
     uid = str(cluster["metadata"].get("uid"))
     spec = cluster["spec"]
     out: list[Obj] = []
@@ -157,8 +167,10 @@ def _missing_pods(cluster: Obj, pods: list[Obj]) -> list[Obj]:
         replicas = (desired_workers(group) - len(have)) // hosts
         first = len(have) // hosts
         group_name = str(group["groupName"])
+        again = replaced(state, cluster, group_name)
         for r in range(first, first + max(replicas, 0)):
-            replica = f"{group_name}-{objs.suffix(f'{uid}/{group_name}/{r}')}"
+            seed = f"{uid}/{group_name}/{r}" + (f"/{again}" if again else "")
+            replica = f"{group_name}-{objs.suffix(seed)}"
             for h in range(hosts):
                 labels = {"ray.io/worker-group-replica-index": str(r)}
                 if hosts > 1:

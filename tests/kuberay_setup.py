@@ -1,0 +1,88 @@
+"""A simulated cloud for KubeRay runs: a scenario's cluster behind the Kubernetes API emulator
+(the real kubectl), a run store recording every command under the run, and the fixture recipe's
+plan."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
+from tpu_trainer.app.display import SilentDisplay
+from tpu_trainer.app.planning import Request, plan_request
+from tpu_trainer.fakecloud import Scenario, fake_cloud_env, init_state, write_shims
+from tpu_trainer.fakecloud.state import read_state
+from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
+from tpu_trainer.launchers.kuberay.manifests import RaySettings
+from tpu_trainer.launchers.kuberay.run import KubeRayRun
+from tpu_trainer.plan.plan import Plan, PlanOptions
+from tpu_trainer.simcloud.rehearsal import emulated_env
+from tpu_trainer.store.db import RunStore
+
+
+@dataclass
+class Cloud:
+    state: Path
+    store: RunStore
+    runner: SubprocessRunner
+    plan: Plan
+    recipe: Path
+
+
+TOKEN = "kuberay-made-token-5f2c9e0a7b"
+SETTINGS = RaySettings(image="us-docker.pkg.dev/demo-project/images/ray-maxtext:2.60.0")
+
+
+def kuberay_run(cloud: Cloud, run_id: str, **kwargs: Any) -> KubeRayRun:
+    """The KubeRay launcher for the cloud's recipe, polling fast, with no ``RAY_AUTH_TOKEN``."""
+    return KubeRayRun(
+        cloud.store,
+        cloud.runner,
+        SilentDisplay(),
+        cloud.plan,
+        str(cloud.recipe),
+        SETTINGS,
+        run_id=run_id,
+        poll_seconds=0.05,
+        env={},
+        **kwargs,
+    )
+
+
+@contextmanager
+def kuberay_cloud(
+    tmp_path: Path, scenario: Scenario, run_id: str, overrides: tuple[tuple[str, str], ...]
+) -> Iterator[Cloud]:
+    """The scenario's cloud, and the tee-upload recipe planned with ``overrides``."""
+    state = tmp_path / "state.json"
+    init_state(scenario, state)
+    write_shims(tmp_path / "bin")
+    env = emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state))
+    env.pop("RAY_AUTH_TOKEN", None)
+    store = RunStore(tmp_path / "store" / "runs.db")
+
+    def record(result: CommandResult) -> None:
+        store.record_command(run_id, result)
+
+    recipe = tmp_path / "recipes" / RECIPES["tee-upload"]
+    shutil.copytree(RECIPES_ROOT / RECIPES["tee-upload"], recipe)
+    plan = plan_request(
+        Request(str(recipe), config_path=CONFIG),
+        PlanOptions(user="test_user", now=NOW, overrides=overrides),
+    )
+    try:
+        yield Cloud(state, store, SubprocessRunner(env=env, recorder=record), plan, recipe)
+    finally:
+        store.close()
+
+
+def kinds_left(state: Path) -> set[str]:
+    """The kinds a KubeRay run makes (or its operator makes for it) still in the cluster."""
+    data = read_state(state)
+    kept = [key.split("/")[0] for key in data["k8s"]]
+    kept += [key.split("/")[1] for key in data.get("kube_api", {}).get("objects", {})]
+    return set(kept) & {"ConfigMap", "rayclusters", "secrets", "services", "pods"}
