@@ -87,3 +87,13 @@ def test_a_run_with_no_phases_has_no_goodput_and_no_largest_bucket() -> None:
     assert g.goodput is None
     assert g.largest is None
     assert set(g.badput) == set(Bucket)
+
+
+def test_a_path_that_schedules_no_pods_counts_its_wait_as_environment_set_up() -> None:
+    # a TPU VM or this machine: the same 40 s of setup and 150 s before the program's first
+    # line are installs and the interpreter loading the program, not scheduling
+    g = goodput(_line(), LogBadput(program_startup=250.0), scheduled=False)
+    assert g.badput[Bucket.ENVIRONMENT_SETUP] == 40 + 150
+    assert g.badput[Bucket.SCHEDULING_AND_IMAGE_PULL] == 0
+    assert g.badput[Bucket.TRAINING_PREP] == 250
+    assert g.productive_seconds + sum(g.badput.values()) == pytest.approx(1600)

@@ -4,19 +4,23 @@ configuration's price overrides; the Gantt chart's bars."""
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import store_with_run
 from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.catalog.data_file import DataFileError
 from tpu_trainer.catalog.prices import PRICES, load_prices
 from tpu_trainer.config.model import config_from_mapping
 from tpu_trainer.config.prices import ChipPrice
 from tpu_trainer.errors import ConfigError
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.metrics.cost import chip_rate, run_cost
-from tpu_trainer.metrics.ledger import phase_bars, tokens_trained
+from tpu_trainer.metrics.goodput import Bucket
+from tpu_trainer.metrics.ledger import phase_bars, run_ledger, tokens_trained
 from tpu_trainer.metrics.timeline import (
     PhaseName,
     ResourceSpan,
@@ -25,6 +29,7 @@ from tpu_trainer.metrics.timeline import (
     timeline,
 )
 from tpu_trainer.report.timeline_plot import timeline_figure, write_timeline_plot
+from tpu_trainer.store.db import RunMode
 
 pytestmark = pytest.mark.unit
 
@@ -267,3 +272,26 @@ def test_prices_come_from_the_shipped_table_and_the_configuration_never_the_netw
             assert rate.usd_per_chip_hour is not None, family
     cost = run_cost(timeline(_gke_clock()), chip_rate(Family.V5P, "us-central1"), tokens=2e6)
     assert cost.total is not None and cost.total > 0
+
+
+@pytest.mark.parametrize(
+    ("launcher", "waited", "not_waited"),
+    [
+        (LaunchPath.XPK, Bucket.SCHEDULING_AND_IMAGE_PULL, Bucket.ENVIRONMENT_SETUP),
+        (LaunchPath.KUBERAY, Bucket.SCHEDULING_AND_IMAGE_PULL, Bucket.ENVIRONMENT_SETUP),
+        (LaunchPath.TPU_VM, Bucket.ENVIRONMENT_SETUP, Bucket.SCHEDULING_AND_IMAGE_PULL),
+        (LaunchPath.LOCAL, Bucket.ENVIRONMENT_SETUP, Bucket.SCHEDULING_AND_IMAGE_PULL),
+    ],
+)
+def test_the_wait_before_the_program_is_named_by_what_the_launch_path_waits_for(
+    tmp_path: Path, launcher: LaunchPath, waited: Bucket, not_waited: Bucket
+) -> None:
+    store = store_with_run(tmp_path, RunMode.REHEARSAL, launcher, "v6e-8")
+    store.stage_started("r1", "train")
+    time.sleep(0.02)  # a run whose program never printed a step: all of it is the wait
+    store.stage_finished("r1", "train", "failed")
+    row = store.run("r1")
+    assert row is not None
+    good = run_ledger(store, row, {}).good
+    assert good.badput[waited] > 0
+    assert good.badput[not_waited] == 0

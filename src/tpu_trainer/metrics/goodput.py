@@ -7,7 +7,9 @@ delete (:mod:`metrics.timeline`); every second of it lands in exactly one bucket
 - the tool's own buckets before the program starts: ``CAPACITY_HUNTING`` (finding a
   reservation with room), ``PROVISIONING`` (node pools, TPU VM or RayCluster being made),
   ``SCHEDULING_AND_IMAGE_PULL`` (Kueue, submit, pods scheduled and their image pulled, up to
-  the program's first log line);
+  the program's first log line) on the paths that schedule pods (GKE, KubeRay), and
+  ``ENVIRONMENT_SETUP`` in its place on those that do not (a TPU VM's installs and the
+  interpreter loading the program there, or on this machine);
 - ml-goodput-measurement's ``BadputType`` buckets: ``TPU_INITIALIZATION`` and
   ``TRAINING_PREP`` (the program's own start-up before the first step; all of it is
   ``TRAINING_PREP`` unless the log measured device initialisation),
@@ -35,6 +37,7 @@ class Bucket(StrEnum):
     CAPACITY_HUNTING = "CAPACITY_HUNTING"
     PROVISIONING = "PROVISIONING"
     SCHEDULING_AND_IMAGE_PULL = "SCHEDULING_AND_IMAGE_PULL"
+    ENVIRONMENT_SETUP = "ENVIRONMENT_SETUP"
     TPU_INITIALIZATION = "TPU_INITIALIZATION"
     TRAINING_PREP = "TRAINING_PREP"
     PROGRAM_STARTUP = "PROGRAM_STARTUP"
@@ -46,7 +49,12 @@ class Bucket(StrEnum):
 
 
 TOOL_BUCKETS = frozenset(
-    {Bucket.CAPACITY_HUNTING, Bucket.PROVISIONING, Bucket.SCHEDULING_AND_IMAGE_PULL}
+    {
+        Bucket.CAPACITY_HUNTING,
+        Bucket.PROVISIONING,
+        Bucket.SCHEDULING_AND_IMAGE_PULL,
+        Bucket.ENVIRONMENT_SETUP,
+    }
 )
 
 
@@ -109,8 +117,10 @@ def _program_startup(log: LogBadput) -> float | None:
     return max(log.program_startup or 0.0, parts)
 
 
-def goodput(line: Timeline, log: LogBadput = LogBadput()) -> Goodput:
-    """The run's buckets (see the module's docstring)."""
+def goodput(line: Timeline, log: LogBadput = LogBadput(), *, scheduled: bool = True) -> Goodput:
+    """The run's buckets (see the module's docstring); ``scheduled``: the launch path
+    schedules pods (its wait before the program is ``SCHEDULING_AND_IMAGE_PULL``, else
+    ``ENVIRONMENT_SETUP``)."""
     seconds = dict.fromkeys(PhaseName, 0.0)
     for phase in line.phases:
         seconds[phase.name] += phase.seconds
@@ -119,7 +129,8 @@ def goodput(line: Timeline, log: LogBadput = LogBadput()) -> Goodput:
     bad[Bucket.PROVISIONING] = seconds[PhaseName.PROVISIONING]
     startup = seconds[PhaseName.STARTUP]
     program, _ = _take(startup, _program_startup(log))
-    bad[Bucket.SCHEDULING_AND_IMAGE_PULL] = seconds[PhaseName.SETUP] + startup - program
+    before = Bucket.SCHEDULING_AND_IMAGE_PULL if scheduled else Bucket.ENVIRONMENT_SETUP
+    bad[before] = seconds[PhaseName.SETUP] + startup - program
     bad[Bucket.TPU_INITIALIZATION], program = _take(program, log.tpu_initialization)
     bad[Bucket.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME], program = _take(
         program, log.checkpoint_restore

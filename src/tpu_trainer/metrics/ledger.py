@@ -15,6 +15,7 @@ from typing import Any
 
 from tpu_trainer.catalog.accelerators import Family
 from tpu_trainer.config.prices import ChipPrice
+from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.metrics.cost import ChipRate, RunCost, chip_rate, run_cost
 from tpu_trainer.metrics.goodput import Goodput, LogBadput, goodput
 from tpu_trainer.metrics.log_badput import MeasuredBadput
@@ -27,6 +28,9 @@ from tpu_trainer.metrics.timeline import (
 )
 from tpu_trainer.report.timeline_plot import PhaseBar, write_timeline_plot
 from tpu_trainer.store.db import RunRow, RunStore
+
+SCHEDULED = frozenset({LaunchPath.XPK, LaunchPath.KUBERAY})
+"""Launch paths whose programs wait for pods to be scheduled and their image pulled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +111,7 @@ def run_ledger(store: RunStore, row: RunRow, prices: Mapping[str, ChipPrice]) ->
     figures = store.step_figures(row.id, "total_weights", "tokens_device", "seconds")
     tokens = tokens_of(figures, shape.jax_devices)
     measured = log_badput(store.metrics(row.id), wasted_seconds(store, row.id))
-    good = goodput(line, measured)
+    good = goodput(line, measured, scheduled=row.launcher in SCHEDULED)
     return Ledger(line, run_cost(line, rate, tokens), shape.family, good, measured)
 
 
