@@ -165,7 +165,8 @@ def test_unit_a_classified_match_in_json_is_marked_family_level() -> None:
     assert item["signature"] == "quota-classified" and item["specificity"] == 0
     assert isinstance(item["confidence"], float) and 0.85 <= item["confidence"] <= 1.0
     assert item["severity"] == "warning"
-    assert item["extracted"] == {"status": "TPUS_PER_TPU_FAMILY"}
+    assert item["extracted"] == {"region": "us-east5", "status": "TPUS_PER_TPU_FAMILY"}
+    assert "gcloud compute regions describe us-east5" in str(item["fix"])
     assert "error_classifier.json" in str(item["source"])
     assert item["cause"] == catalog().family("quota").cause
     json.dumps(item)

@@ -50,7 +50,7 @@ Severity = Literal["fatal", "warning"]
 CATALOG_FILE = "error_families.yaml"
 """The catalog's file name inside this package."""
 
-CLASSIFIED_FIELDS = ("message", "zone", "size", "name", "status")
+CLASSIFIED_FIELDS = ("message", "zone", "region", "size", "name", "status")
 """The values a family-level (classified) match extracts from its line, for the family's fix."""
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

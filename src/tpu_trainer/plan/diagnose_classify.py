@@ -285,6 +285,7 @@ def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None
 
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("zone", re.compile(r"\b(?:[a-z]+-){1,2}[a-z]+\d+-[a-z]\b")),
+    ("region", re.compile(r"\b(?:[a-z]+-){1,2}[a-z]+\d+\b(?!-[a-z]\b)")),
     ("size", re.compile(r"\b\d+(?:\.\d+)?\s?(?:[KMGTP]i?B|[KMGTP])\b")),
     ("name", re.compile(r"[\"'`]([\w./:@-]{2,120})[\"'`]")),
     ("status", re.compile(r"\b[A-Z]{3,}(?:_[A-Z]+)+\b|\b(?:code|status|Error)[ =:]+\d{3}\b")),
@@ -295,7 +296,7 @@ MESSAGE_CHARS = 200
 
 def line_fields(line: str) -> tuple[tuple[str, str], ...]:
     """What a classified line offers its family's fix: the message itself (trimmed), and the
-    first zone, size, quoted name and status code in it."""
+    first zone, region, size, quoted name and status code in it."""
     message = line.strip()
     if len(message) > MESSAGE_CHARS:
         message = message[: MESSAGE_CHARS - 1].rstrip() + "…"
