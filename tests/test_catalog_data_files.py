@@ -73,7 +73,7 @@ def test_the_build_ships_every_catalog_data_file() -> None:
     patterns = config["tool"]["setuptools"]["package-data"]["tpu_trainer"]
     package = root / "src" / "tpu_trainer"
     shipped = {p for pattern in patterns for p in package.glob(pattern)}
-    data = {p for p in (package / "catalog").rglob("*") if p.suffix in {".yaml", ".yml"}}
+    data = {p for p in (package / "catalog").rglob("*") if p.suffix in {".yaml", ".yml", ".json"}}
     assert len(data) >= len(LOADERS) + 5
     assert data <= shipped, sorted(str(p.relative_to(package)) for p in data - shipped)
 

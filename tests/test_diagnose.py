@@ -15,7 +15,6 @@ from tpu_trainer.catalog.error_signatures import (
     suggest_keys,
 )
 from tpu_trainer.plan.diagnose import (
-    EXCERPT_CHARS,
     Match,
     clean_line,
     diagnose,
@@ -24,6 +23,7 @@ from tpu_trainer.plan.diagnose import (
     has_fatal,
     matches_to_json,
 )
+from tpu_trainer.plan.diagnose_match import EXCERPT_CHARS
 
 pytestmark = pytest.mark.unit
 
@@ -268,7 +268,10 @@ def test_unit_json_contract_keys_are_pinned() -> None:
         "count",
         "title",
         "severity",
+        "specificity",
+        "confidence",
     }
+    assert item["specificity"] == 3 and item["confidence"] is None
     assert item["family"] == "out-of-memory"
     assert item["signature"] == "hbm-oom-compile"
     assert item["line"] == 15 and item["count"] == 1 and item["severity"] == "fatal"

@@ -360,7 +360,7 @@ def test_unit_ranks_are_stable_in_json_order() -> None:
 
 GOOD = """
 families:
-  - {id: quota, title: Quota, summary: Project quota.}
+  - {id: quota, title: Quota, summary: Project quota., cause: Too little quota., fix: "Raise it: {message}."}
 signatures:
   - id: q
     family: quota
@@ -410,7 +410,9 @@ def test_unit_catalog_ignore_lines_must_be_patterns() -> None:
 
 
 def test_unit_catalog_rejects_a_family_without_signatures() -> None:
-    text = GOOD.replace("families:\n", "families:\n  - {id: spare, title: S, summary: S.}\n")
+    text = GOOD.replace(
+        "families:\n", "families:\n  - {id: spare, title: S, summary: S., cause: C., fix: F.}\n"
+    )
     with pytest.raises(CatalogError, match="families without signatures: spare"):
         load_catalog(text)
 

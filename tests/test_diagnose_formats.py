@@ -10,8 +10,9 @@ import pytest
 
 from conftest import FIXTURES
 from tpu_trainer.catalog.error_signatures import signatures
-from tpu_trainer.plan.diagnose import _Needles, _trie, diagnose
+from tpu_trainer.plan.diagnose import _Needles, diagnose
 from tpu_trainer.plan.diagnose_score import load_corpus, predict
+from tpu_trainer.plan.word_trie import trie_pattern as _trie
 
 pytestmark = pytest.mark.unit
 

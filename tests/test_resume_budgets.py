@@ -79,7 +79,7 @@ def test_the_diagnosis_marks_a_connection_reset_transient_and_an_oom_not() -> No
 
 def test_the_catalog_refuses_a_transient_flag_that_is_not_a_boolean() -> None:
     text = """
-families: [{id: f, title: F, summary: S}]
+families: [{id: f, title: F, summary: S, cause: C, fix: F}]
 signatures:
   - {id: s, family: f, transient: 'yes', needles: [x], patterns: [x], title: T, cause: C,
      fix: F, source: S}

@@ -30,6 +30,7 @@ from tpu_trainer.catalog.error_derive import (
 
 __all__ = [
     "CATALOG_FILE",
+    "CLASSIFIED_FIELDS",
     "COMMON_MAXTEXT_KEYS",
     "Catalog",
     "CatalogError",
@@ -48,6 +49,9 @@ __all__ = [
 Severity = Literal["fatal", "warning"]
 CATALOG_FILE = "error_families.yaml"
 """The catalog's file name inside this package."""
+
+CLASSIFIED_FIELDS = ("message", "zone", "region", "size", "name", "status")
+"""The values a family-level (classified) match extracts from its line, for the family's fix."""
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -83,6 +87,11 @@ class Family:
     title: str
     summary: str
     """What the family covers, in a sentence."""
+    cause: str
+    """Why the family's errors happen, for a line classified into it (no signature matched)."""
+    fix: str
+    """What to check for such a line: the command or setting, with ``{message}``, ``{zone}``
+    and the other :data:`CLASSIFIED_FIELDS` the line provides."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,10 +218,14 @@ def _list(name: str, doc: Mapping[str, object], key: str) -> list[Mapping[str, o
 
 def _family(name: str, raw: Mapping[str, object]) -> Family:
     where = f"{name}: family {raw.get('id')!r}"
-    fam_id, title, summary = (_text(where, raw, k) for k in ("id", "title", "summary"))
+    keys = ("id", "title", "summary", "cause", "fix")
+    fam_id, title, summary, cause, fix = (_text(where, raw, k) for k in keys)
     if not _ID.fullmatch(fam_id):
         raise CatalogError(f"{where}: id must be lower-case words joined by '-'")
-    return Family(id=fam_id, title=title, summary=summary)
+    unknown = sorted(set(_PLACEHOLDER.findall(cause + fix)) - set(CLASSIFIED_FIELDS))
+    if unknown:
+        raise CatalogError(f"{where}: placeholders a classified line cannot fill: {unknown}")
+    return Family(id=fam_id, title=title, summary=summary, cause=cause, fix=fix)
 
 
 def _signature(name: str, raw: Mapping[str, object], families_: set[str]) -> Signature:

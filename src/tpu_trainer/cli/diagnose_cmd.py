@@ -27,8 +27,10 @@ def diagnose(log: LogArg, as_json: JsonOpt = False) -> None:
     """Known errors in a log: what happened, why, and the command or setting that fixes it.
 
     Matches are ranked: fatal before warnings, then the earliest line (the first error usually
-    caused the rest), then the most specific. `--json` prints `{"log", "lines", "matches"}`,
-    each match with its family, line, extracted fields, cause, fix and source.
+    caused the rest), then the most specific. When no known message explains the failure, an
+    error line is put in its family by its wording (`<family>-classified`, with a confidence).
+    `--json` prints `{"log", "lines", "matches"}`, each match with its family, line, extracted
+    fields, cause, fix, source, specificity and confidence.
 
     Exits 1 when a fatal error was found, 0 otherwise (warnings only, or nothing known), 2 when
     the input is missing, unreadable, empty or binary.
@@ -86,11 +88,17 @@ def _show(matches: list[Match], lines_seen: int, source: str) -> None:
     for rank, m in enumerate(matches, start=1):
         style = "bold red" if m.severity == "fatal" else "yellow"
         times = f" (×{m.count})" if m.count > 1 else ""
+        sure = f", confidence {m.confidence:.2f}" if m.confidence is not None else ""
         problem = (
             f"[{style}]{escape(m.title)}[/]\n[dim]{escape(m.family)} / {escape(m.signature)}"
-            f"{times}[/]\n[dim italic]{escape(m.excerpt)}[/]"
+            f"{times}{sure}[/]\n[dim italic]{escape(m.excerpt)}[/]"
         )
         table.add_row(str(rank), str(m.line), problem, escape(m.cause), escape(m.fix))
     console.print(table)
     fatal = sum(m.severity == "fatal" for m in matches)
     console.print(f"{len(matches)} known problem(s) in {lines_seen} lines; {fatal} fatal.")
+    if any(m.classified for m in matches):
+        console.print(
+            "[dim]'by its wording': no known message matched; the family was recognised from "
+            "the line's words (a guess, never fatal).[/]"
+        )

@@ -9,97 +9,85 @@ Ranking: fatal matches before warnings (a warning did not stop the run); among t
 line first (the first error usually caused the ones after it), then the most specific signature
 (an exact message before a family's generic wording), then the match that starts first on the
 line (a message before the reasons it lists), then catalog order.
+
+A line that reads as an error but matches no signature is given to the family classifier
+(:mod:`tpu_trainer.plan.diagnose_classify`); its verdicts are family-level matches
+(``<family>-classified``, specificity 0, severity warning: they never stop a run), reported
+only when no fatal signature matched (a known fatal error explains the failure; a guess would
+only add noise), after every signature match, most confident first, and only for families no
+signature found.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import cast
+from dataclasses import replace
 
-from tpu_trainer.catalog.error_signatures import Severity, Signature, catalog
+from tpu_trainer.catalog.error_signatures import Signature, catalog
+from tpu_trainer.plan.diagnose_classify import Classifier, reads_as_error
+from tpu_trainer.plan.diagnose_family import Classified
+from tpu_trainer.plan.diagnose_match import PLACEHOLDER, Match, excerpt, fill
+from tpu_trainer.plan.word_trie import trie_pattern
 
-EXCERPT_CHARS = 300
-"""Longest excerpt of a matched line."""
+__all__ = [
+    "MAX_LINE_CHARS",
+    "LiveScanner",
+    "Match",
+    "clean_line",
+    "diagnose",
+    "excerpt",
+    "extracted",
+    "fill",
+    "has_fatal",
+    "matches_to_json",
+]
+
 MAX_LINE_CHARS = 200_000
 """Longer lines are cut before matching (MaxText's config error lists ~800 keys on one line)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEVERITY_ORDER: Mapping[str, int] = {"fatal": 0, "warning": 1}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Match:
-    """A signature found in a log (once per signature: the first line, and how many lines)."""
-
-    signature: str
-    """The signature's id."""
-    family: str
-    """The id of the signature's family (out-of-memory, scheduling, ...)."""
-    title: str
-    cause: str
-    """Why it happens, with the match's values filled in."""
-    fix: str
-    """The command or setting that fixes it, with the match's values filled in."""
-    severity: Severity
-    line: int
-    """1-based number of the first line that matched (the first of two for a wrapped match)."""
-    excerpt: str
-    """The matched text, at most :data:`EXCERPT_CHARS` characters around the match."""
-    source: str = ""
-    """Where the signature is documented (a seed document or a public issue or page)."""
-    extracted: tuple[tuple[str, str], ...] = ()
-    """The fields the pattern extracted (sizes, names, zones), in pattern order."""
-    specificity: int = 2
-    """3 an exact message, 2 a family's usual wording, 1 a catch-all."""
-    column: int = 0
-    """0-based position of the match in its line (the leading message of a line ranks first)."""
-    count: int = 1
-    """How many lines matched this signature."""
-    transient: bool = False
-    """The signature says the error goes away by itself (a run may retry it)."""
-
-    def to_json(self) -> dict[str, object]:
-        """One entry of the ``diagnose --json`` ``matches`` list."""
-        return {
-            "family": self.family,
-            "signature": self.signature,
-            "line": self.line,
-            "extracted": dict(self.extracted),
-            "cause": self.cause,
-            "fix": self.fix,
-            "source": self.source,
-            "matched": self.excerpt,
-            "count": self.count,
-            "title": self.title,
-            "severity": self.severity,
-        }
-
-
-def diagnose(lines: Iterable[str], known: Sequence[Signature] | None = None) -> list[Match]:
+def diagnose(
+    lines: Iterable[str],
+    known: Sequence[Signature] | None = None,
+    *,
+    classifier: Classifier | None = None,
+    classify: bool | None = None,
+) -> list[Match]:
     """Every signature found in ``lines``, ranked (see the module's docstring): the packaged
     catalog's (lines it marks as echoes of configuration or commands are skipped), or the
-    ``known`` signatures alone.
+    ``known`` signatures alone; then the family-level matches of the classifier (``classifier``,
+    else the packaged one) for lines no signature matched. ``classify`` defaults to True with
+    the packaged catalog and to False with ``known`` signatures.
 
     Each line is tried on its own, then joined (with a space) to the line before it; a joined
     match counts only when it crosses the join and the earlier line did not already match that
     signature on its own. A fallback signature counts only on lines no other signature matched.
     ``lines`` is read once, lazily (a file or a generator will do).
     """
-    scan = _scan(known)
+    scan = _scan(known, classifier, classify)
     for number, raw in enumerate(lines, start=1):
         scan.feed(number, clean_line(raw))
     return scan.result()
 
 
-def _scan(custom: Sequence[Signature] | None) -> _Scan:
-    """A scan with the packaged catalog (and its ignored lines), or with ``custom`` signatures."""
+def _scan(
+    custom: Sequence[Signature] | None,
+    classifier: Classifier | None = None,
+    classify: bool | None = None,
+) -> _Scan:
+    """A scan with the packaged catalog (and its ignored lines), or with ``custom`` signatures;
+    with the family classifier when ``classify`` (by default: with the packaged catalog)."""
+    known = catalog()
+    if classify is None:
+        classify = custom is None
+    families = Classified(classifier, known.families) if classify else None
     if custom is not None:
-        return _Scan(tuple(custom))
-    packaged = catalog()
-    return _Scan(packaged.signatures, packaged.ignore)
+        return _Scan(tuple(custom), classified=families)
+    return _Scan(known.signatures, known.ignore, classified=families)
 
 
 class _Scan:
@@ -110,9 +98,14 @@ class _Scan:
     """
 
     def __init__(
-        self, signatures: tuple[Signature, ...], ignore: re.Pattern[str] | None = None
+        self,
+        signatures: tuple[Signature, ...],
+        ignore: re.Pattern[str] | None = None,
+        *,
+        classified: Classified | None = None,
     ) -> None:
         self.signatures = signatures
+        self.classified = classified
         self.ignore = ignore
         self.needles = _Needles(signatures)
         self.width = self.needles.width
@@ -135,6 +128,7 @@ class _Scan:
         candidates = self._candidates(low)
         if not candidates and not self.prev_candidates:
             self._shift(text, low, candidates, set(), unsure=True)
+            self._classify(number, text, low, unsure=True)
             return
         if self.prev_unsure and self._ignored(self.prev):
             self.prev = self.prev_low = ""
@@ -155,7 +149,17 @@ class _Scan:
             del found[i]
         for i, hit in found.items():
             self._record(i, number, *hit)
+        if not found:
+            self._classify(number, text, low, unsure=False)
         self._shift(text, low, candidates, set(found), unsure=False)
+
+    def _classify(self, number: int, text: str, low: str, *, unsure: bool) -> None:
+        """Give a line no signature matched to the classifier if it reads as an error (and,
+        when ``unsure``, is not an ignored echo: asked only then, as it costs a search)."""
+        if self.classified is None or not text or not reads_as_error(text, low):
+            return
+        if not (unsure and self._ignored(text)):
+            self.classified.feed(number, text)
 
     def _candidates(self, low: str) -> set[int]:
         """Signatures with a needle in the tail of the line before, a space and ``low``: this
@@ -195,7 +199,10 @@ class _Scan:
                 item[0],
             ),
         )
-        return [replace(m, count=self.counts[i]) for i, m in ranked]
+        matches = [replace(m, count=self.counts[i]) for i, m in ranked]
+        if self.classified is not None and not has_fatal(matches):
+            matches += self.classified.result({m.family for m in matches})
+        return matches
 
     def _record(self, i: int, number: int, back: int, text: str, m: re.Match[str]) -> None:
         line, sig = number - back, self.signatures[i]
@@ -233,9 +240,10 @@ class _Scan:
 class _Needles:
     """Which signatures have a needle in a text.
 
-    One expression of every needle (:func:`_trie`) is tried first: most log lines (steps,
-    progress) hold none and are done with in one search. Only a line that holds one is tried
-    needle by needle (a substring test each), with the signatures that use it.
+    One expression of every needle (:func:`~tpu_trainer.plan.word_trie.trie_pattern`) is
+    tried first: most log lines (steps, progress) hold none and are done with in one search.
+    Only a line that holds one is tried needle by needle (a substring test each), with the
+    signatures that use it.
     """
 
     def __init__(self, signatures: Sequence[Signature]) -> None:
@@ -245,7 +253,7 @@ class _Needles:
                 users.setdefault(needle, []).append(i)
         self.users = tuple((needle, tuple(ids)) for needle, ids in users.items())
         self.width = max((len(n) for n in users), default=0)
-        self.any = re.compile(_trie(list(users))) if users else None
+        self.any = re.compile(trie_pattern(list(users))) if users else None
 
     def find(self, low: str) -> set[int]:
         """Positions of the signatures with a needle in ``low`` (a lower-cased text)."""
@@ -254,36 +262,15 @@ class _Needles:
         return {i for needle, ids in self.users if needle in low for i in ids}
 
 
-def _trie(words: Sequence[str]) -> str:
-    """One regular expression that finds any of ``words``: their common beginnings are
-    written once, so that each position of a text is tried against a few first characters
-    instead of every word."""
-    root: dict[str, dict[str, object]] = {}
-    for word in words:
-        node = root
-        for char in word:
-            node = cast(dict[str, dict[str, object]], node.setdefault(char, {}))
-        node[""] = {}
-
-    def expression(node: Mapping[str, object]) -> str:
-        branches = [
-            re.escape(char) + expression(cast(Mapping[str, object], rest))
-            for char, rest in sorted(node.items())
-            if char
-        ]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
-        return f"(?:{body})?" if "" in node else body
-
-    return expression(root)
-
-
 class LiveScanner:
-    """Scans a log one line at a time as it arrives (a follower's view of :func:`diagnose`)."""
+    """Scans a log one line at a time as it arrives (a follower's view of :func:`diagnose`).
 
-    def __init__(self, known: Sequence[Signature] | None = None) -> None:
-        self._scan = _scan(known)
+    Signatures only, unless ``classify``: a followed run stops on a fatal signature, never on a
+    classifier's verdict (those explain a failure after the fact, in ``tpu-trainer diagnose``).
+    """
+
+    def __init__(self, known: Sequence[Signature] | None = None, *, classify: bool = False) -> None:
+        self._scan = _scan(known, classify=classify)
         self._number = 0
 
     def feed(self, raw: str) -> None:
@@ -318,20 +305,6 @@ def clean_line(raw: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     return text[:MAX_LINE_CHARS]
-
-
-def fill(template: str, values: Mapping[str, str | None]) -> str:
-    """``template`` with each ``{name}`` replaced by ``values[name]``; names without a value
-    become ``<name>``. Other braces (JSON, jsonpath) are left alone."""
-
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in values:
-            return m.group(0)
-        value = values[name]
-        return value if value else f"<{name}>"
-
-    return _PLACEHOLDER.sub(one, template)
 
 
 def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None:
@@ -376,20 +349,9 @@ def extracted(m: re.Match[str]) -> tuple[tuple[str, str], ...]:
 def _values(sig: Signature, m: re.Match[str]) -> dict[str, str | None]:
     """The named groups of ``m`` (absent ones as None) and what ``sig.derive`` adds."""
     values: dict[str, str | None] = dict(extracted(m))
-    for name in _PLACEHOLDER.findall(sig.cause + sig.fix):
+    for name in PLACEHOLDER.findall(sig.cause + sig.fix):
         values.setdefault(name, None)
     if sig.derive is not None:
         present = {k: v for k, v in values.items() if v is not None}
         values.update(sig.derive(present))
     return values
-
-
-def excerpt(text: str, start: int, end: int) -> str:
-    """At most :data:`EXCERPT_CHARS` characters of ``text``, trimmed, showing ``[start, end)``
-    (from its beginning when that fits, else from a little before the match)."""
-    text = text.strip() if len(text) <= EXCERPT_CHARS else text
-    if len(text) <= EXCERPT_CHARS:
-        return text
-    begin = 0 if end <= EXCERPT_CHARS - 1 else max(0, start - 40)
-    piece = text[begin : begin + EXCERPT_CHARS - 2].strip()
-    return ("…" if begin else "") + piece + "…"

@@ -18,6 +18,7 @@ from typing import Literal
 import yaml
 
 from tpu_trainer.plan.diagnose import diagnose
+from tpu_trainer.plan.diagnose_classify import Classifier, Model, train, training_examples
 
 NONE = "none"
 """The expected family of a near-miss: no match at all."""
@@ -110,13 +111,37 @@ def load_corpus(path: Path) -> list[Entry]:
     return entries
 
 
-def predict(text: str) -> str:
-    """The family ``diagnose`` ranks first for ``text``, or ``none``."""
-    matches = diagnose(text.splitlines())
+def load_service_formats(path: Path) -> list[Entry]:
+    """The messages of a service-formats file (groups of ``format`` and ``messages``, each
+    message a family and a text) as entries whose source is their group's format."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a list of groups")
+    entries = []
+    for group in raw:
+        for item in group["messages"]:
+            entries.append(Entry(family=item["family"], source=group["format"], text=item["text"]))
+    return entries
+
+
+def predict(text: str, classifier: Classifier | None = None) -> str:
+    """The family ``diagnose`` ranks first for ``text`` (with ``classifier``, else the
+    packaged one), or ``none``."""
+    matches = diagnose(text.splitlines(), classifier=classifier)
     return matches[0].family if matches else NONE
 
 
-def score(entries: Iterable[Entry], split: Split | None = None) -> Score:
+def score(
+    entries: Iterable[Entry], split: Split | None = None, classifier: Classifier | None = None
+) -> Score:
     """Run every entry (of ``split``, or all) through ``diagnose``."""
     chosen: Sequence[Entry] = [e for e in entries if split is None or e.split == split]
-    return Score(outcomes=tuple(Outcome(entry=e, predicted=predict(e.text)) for e in chosen))
+    return Score(
+        outcomes=tuple(Outcome(entry=e, predicted=predict(e.text, classifier)) for e in chosen)
+    )
+
+
+def train_classifier(entries: Iterable[Entry]) -> Model:
+    """The family classifier's model trained on ``entries`` (errors whole, near-misses by
+    their lines that read as errors), with the default settings."""
+    return train(training_examples((e.family, e.text) for e in entries))

@@ -1,0 +1,256 @@
+"""The family classifier of ``diagnose``: lines no signature knows are put in their family by
+their wording (``<family>-classified``), never fatal, and near-misses stay unmatched.
+
+The shipped model (catalog/error_classifier.json) must be what tools/build_diagnose_classifier.py
+builds from the corpus and the service formats; how well it generalises is measured out of
+sample by ``bench/diagnose_corpus.py --cross-validate`` (figures in bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from conftest import FIXTURES
+from tpu_trainer.catalog.error_signatures import CatalogError, catalog, load_catalog
+from tpu_trainer.plan.diagnose import LiveScanner, diagnose, matches_to_json
+from tpu_trainer.plan.diagnose_classify import (
+    MODEL_FILE,
+    NONE,
+    Classifier,
+    Model,
+    best_verdict,
+    features,
+    packaged,
+    reads_as_error,
+    train,
+)
+from tpu_trainer.plan.diagnose_score import load_corpus, load_service_formats
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "build_diagnose_classifier.py"
+CORPUS = FIXTURES / "diagnose" / "corpus.yaml"
+FORMATS = FIXTURES / "diagnose" / "service_formats.yaml"
+
+# Lines in wordings no signature of the catalog matches (other layers' wrappings of a known
+# failure): the classifier alone puts them in their family.
+UNSEEN_WORDINGS = [
+    (
+        "quota",
+        "TPU request refused by the project limits: TPUS_PER_TPU_FAMILY allowance used up "
+        "(64 of 64) in region us-east5",
+    ),
+    (
+        "auth-permissions",
+        "google.auth.exceptions.RefreshError: ('invalid_grant: Token has been expired or "
+        "revoked.', {'error': 'invalid_grant'})",
+    ),
+]
+
+# Messages filled in from the services' formats with other names and numbers, some wrapped by
+# a client library: the classifier alone (no signature) puts each in its family.
+FORMAT_FILLED = [
+    *UNSEEN_WORDINGS,
+    (
+        "image-entrypoint",
+        "Error: ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image "
+        '"us-docker.pkg.dev/proj/repo/trainer:2026-11-20": not found',
+    ),
+    (
+        "out-of-memory",
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
+        "Attempting to allocate 12.25G. That was not possible. There are 3.10G free.",
+    ),
+    (
+        "storage-mount",
+        'MountVolume.SetUp failed for volume "gcs-ckpt" : rpc error: code = Internal desc = '
+        "gcsfuse failed with error: mount point /var/lib/kubelet/pods/x/volumes/gcs-ckpt is busy",
+    ),
+    (
+        "scheduling",
+        "Warning  FailedScheduling  2m  default-scheduler  0/12 nodes are available: 12 "
+        "Insufficient google.com/tpu. preemption: 0/12 nodes are available: 12 No preemption "
+        "victims found for incoming pod.",
+    ),
+    (
+        "capacity-reservation",
+        "Error 409: The zone 'projects/p/zones/europe-west4-a' does not have enough resources "
+        "available to fulfill the request. '(resource type:compute)'.",
+    ),
+    (
+        "multislice-barrier",
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. "
+        "Barrier_id: PjRT_Client_Connect. Timed out task names: /job:jax_worker/replica:0/task:7",
+    ),
+    (
+        "nodepool-config",
+        "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, message=Invalid "
+        "machine type ct5p-hightpu-8t for TPU topology 2x2x3.",
+    ),
+    (
+        "kueue-admission",
+        "Workload jobset-x is inadmissible: LocalQueue team-q doesn't exist",
+    ),
+    (
+        "jobset-webhook-crd",
+        'Error from server (InternalError): error when creating "jobset.yaml": Internal error '
+        'occurred: failed calling webhook "mjobset.kb.io": failed to call webhook: Post '
+        '"https://jobset-webhook-service.jobset-system.svc:443/mutate": no endpoints available '
+        'for service "jobset-webhook-service"',
+    ),
+    (
+        "preemption-maintenance",
+        "Pod was terminated in response to imminent node shutdown.",
+    ),
+]
+
+
+def _load_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_diagnose_classifier", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["build_diagnose_classifier"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unit_the_shipped_model_is_what_the_tool_builds() -> None:
+    shipped = (ROOT / "src" / "tpu_trainer" / "catalog" / MODEL_FILE).read_text("utf-8")
+    assert _load_tool().build().to_json() == shipped, (
+        "rebuild it: .venv/bin/python tools/build_diagnose_classifier.py"
+    )
+
+
+def test_unit_the_model_file_round_trips_and_is_valid_json() -> None:
+    model = train(
+        [("quota", "Quota 'TPUS' exceeded"), ("quota", "quota exceeded in region"),
+         (NONE, "Warning: quota almost used")],
+        min_documents=1,
+    )  # fmt: skip
+    text = model.to_json()
+    assert json.loads(text)["classes"] == ["none", "quota"]
+    assert Model.from_json(text) == model
+
+
+@pytest.mark.parametrize(("family", "text"), FORMAT_FILLED, ids=[f for f, _ in FORMAT_FILLED])
+def test_unit_a_format_filled_message_is_classified_in_its_family(family: str, text: str) -> None:
+    verdict = packaged().classify(text)
+    assert verdict is not None, packaged().verdict(text)
+    assert verdict.family == family
+    assert verdict.confidence >= packaged().model.threshold
+
+
+@pytest.mark.parametrize(("family", "text"), UNSEEN_WORDINGS, ids=[f for f, _ in UNSEEN_WORDINGS])
+def test_unit_a_wording_no_signature_knows_gets_a_family_level_match(
+    family: str, text: str
+) -> None:
+    assert diagnose([text], classify=False) == []
+    lines = ["I1124 00:00:01.000 1 train.py:10] starting", text]
+    (match,) = diagnose(lines)
+    assert (match.family, match.signature, match.line) == (family, f"{family}-classified", 2)
+    assert match.classified and match.specificity == 0 and match.severity == "warning"
+    assert match.confidence is not None and match.confidence >= packaged().model.threshold
+    assert text[:60] in match.fix  # the family's fix quotes the message
+
+
+def test_unit_a_classified_match_in_json_is_marked_family_level() -> None:
+    text = UNSEEN_WORDINGS[0][1]
+    (item,) = matches_to_json(diagnose([text]))
+    assert item["signature"] == "quota-classified" and item["specificity"] == 0
+    assert isinstance(item["confidence"], float) and 0.85 <= item["confidence"] <= 1.0
+    assert item["severity"] == "warning"
+    assert item["extracted"] == {"region": "us-east5", "status": "TPUS_PER_TPU_FAMILY"}
+    assert "gcloud compute regions describe us-east5" in str(item["fix"])
+    assert "error_classifier.json" in str(item["source"])
+    assert item["cause"] == catalog().family("quota").cause
+    json.dumps(item)
+
+
+def test_unit_every_near_miss_of_the_corpus_and_formats_stays_unmatched() -> None:
+    quiet = [e for e in load_corpus(CORPUS) + load_service_formats(FORMATS) if e.family == NONE]
+    assert len(quiet) >= 130
+    for entry in quiet:
+        assert best_verdict(packaged(), entry.text.splitlines()) is None, entry.text
+        assert diagnose(entry.text.splitlines()) == [], entry.text
+
+
+def test_unit_a_clean_run_log_gets_no_family_level_match() -> None:
+    log = (FIXTURES / "diagnose" / "maxtext_cpu_run_clean.log").read_text(encoding="utf-8")
+    assert diagnose(log.splitlines()) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I1124 00:05:01.101995 1404 train.py:80] TPUS_PER_TPU_FAMILY quota exceeded: retrying",
+        "INFO:root:Error recorded: quota exceeded (handled)",
+        "DEBUG: permission denied on probe, ignoring",
+        '    raise QuotaError("Quota exceeded for TPUs")',
+        '  File "/app/train.py", line 12, in <module>',
+        "completed step: 5, seconds: 0.226, loss: 10.937, perplexity: 56225.742",
+    ],
+)
+def test_unit_info_lines_source_lines_and_progress_are_never_classified(line: str) -> None:
+    assert not reads_as_error(line)
+    assert not any(m.classified for m in diagnose([line]))
+
+
+def test_unit_a_configuration_echo_is_never_classified() -> None:
+    echo = "Config param quota_exceeded_action: fail (TPUS_PER_TPU_FAMILY allowance used up)"
+    assert reads_as_error(echo)  # reads like one, but the catalog ignores echoes
+    assert diagnose([echo]) == []
+
+
+def test_unit_a_fatal_signature_leaves_no_room_for_guesses() -> None:
+    oom = "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm."
+    matches = diagnose([UNSEEN_WORDINGS[1][1], oom])
+    assert [m.severity for m in matches] == ["fatal"]
+    assert not any(m.classified for m in matches)
+
+
+def test_unit_a_follower_stops_on_signatures_only() -> None:
+    text = UNSEEN_WORDINGS[0][1]
+    follower = LiveScanner()
+    follower.feed(text)
+    assert follower.fatal == [] and follower.result() == []
+    explaining = LiveScanner(classify=True)
+    explaining.feed(text)
+    assert explaining.fatal == []
+    assert [m.signature for m in explaining.result()] == ["quota-classified"]
+
+
+def test_unit_one_match_per_family_with_its_most_confident_line_and_the_count() -> None:
+    first, second = UNSEEN_WORDINGS[1][1], "google.auth.exceptions.RefreshError: invalid_grant"
+    matches = diagnose([first, "something else", second])
+    (match,) = matches
+    assert match.family == "auth-permissions" and match.count == 2
+    sure = [v.confidence if v else 0.0 for v in map(packaged().classify, (first, second))]
+    assert match.line == (1 if sure[0] >= sure[1] else 3)
+
+
+def test_unit_features_ignore_numbers_names_paths_and_urls() -> None:
+    a = features("Quota 'TPUS_V6E' exceeded: 64 of 64 at https://x.io/a/b in /var/lib/x/y")
+    b = features('Quota "CPUS" exceeded: 8 of 8 at https://y.com/c in /opt/z/w/v')
+    assert a == b
+
+
+def test_unit_a_line_with_nothing_known_gets_no_verdict() -> None:
+    assert Classifier(train([("quota", "quota exceeded")], min_documents=1)).verdict("zzz") is None
+
+
+def test_unit_a_family_fix_with_a_field_no_line_provides_is_refused() -> None:
+    doc = """
+families:
+  - {id: quota, title: Q, summary: S., cause: C., fix: "Raise {limit}."}
+signatures:
+  - {id: q, family: quota, needles: [quota], patterns: [quota], title: t, cause: c, fix: f,
+     source: s}
+"""
+    with pytest.raises(CatalogError, match="placeholders a classified line cannot fill"):
+        load_catalog(doc)
