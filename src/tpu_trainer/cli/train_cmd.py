@@ -325,6 +325,7 @@ def _train_on_kuberay(setup: Setup, plan: Plan, label: str, lang: str, image: st
         plan,
         label,
         RaySettings(image=image),
+        kubectl=services.kubectl,
         lang=lang,
         run_id=run_id,
     )

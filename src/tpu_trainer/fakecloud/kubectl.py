@@ -185,10 +185,15 @@ def apply(args: list[str]) -> Handler:
     p.add_argument("--server-side", action="store_true")
     p.add_argument("--force-conflicts", action="store_true")
     p.add_argument("--field-manager")
+    p.add_argument("--dry-run", choices=["none", "client", "server"], default="none")
+    p.add_argument("--validate", choices=["strict", "true", "warn", "ignore", "false"])
     ns = p.parse_args(args)
     docs = [(f, d) for f in ns.filename for d in read_manifests(f)]
 
     def run(state: State, answer: Answer) -> None:
+        if ns.dry_run == "server":
+            _admit_only(docs, answer)
+            return
         done: list[tuple[k8s.Kind, dict[str, Any]]] = []
         for source, obj in docs:
             kind = _applicable(source, obj)
@@ -205,6 +210,14 @@ def apply(args: list[str]) -> Handler:
             print_objects(answer, done[0][0], objs, ns.output, single=one, namespace=None)
 
     return run
+
+
+def _admit_only(docs: list[tuple[str, dict[str, Any]]], answer: Answer) -> None:
+    """``apply --dry-run=server``: what the server admits, nothing kept (``-o name`` lines)."""
+    for source, obj in docs:
+        kind = _applicable(source, obj)
+        ray_k8s.check(obj, source)
+        answer.out(f"{kind.singular}/{obj['metadata']['name']}")
 
 
 def patch(args: list[str]) -> Handler:

@@ -58,11 +58,11 @@ def _kind(name: str) -> k8s.Kind:
 
 
 # ---- apply / delete hooks --------------------------------------------------------------------
-def admit(state: State, obj: dict[str, Any], source: str) -> None:
-    """Check a RayCluster against its CRD, then fill in what the operator would (in ``obj``)."""
+def check(obj: dict[str, Any], source: str) -> None:
+    """The API server's admission of a RayCluster: its CRD's schema (a dry run stops here)."""
     if obj.get("kind") != "RayCluster":
         return
-    from tpu_trainer.infra import crd
+    from tpu_trainer.fakecloud import crd
 
     name = (obj.get("metadata") or {}).get("name", "")
     if crd.available():
@@ -72,6 +72,14 @@ def admit(state: State, obj: dict[str, Any], source: str) -> None:
                 f'The RayCluster "{name}" is invalid: {"; ".join(errors[:3])} (from {source})\n',
                 1,
             )
+
+
+def admit(state: State, obj: dict[str, Any], source: str) -> None:
+    """Check a RayCluster against its CRD, then fill in what the operator would (in ``obj``)."""
+    check(obj, source)
+    if obj.get("kind") != "RayCluster":
+        return
+    name = (obj.get("metadata") or {}).get("name", "")
     settings = _settings(state)
     ready = "True" if settings["head_ready"] else "False"
     groups = (obj.get("spec") or {}).get("workerGroupSpecs") or []

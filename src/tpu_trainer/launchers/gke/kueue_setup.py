@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -60,14 +60,18 @@ def findings(kubectl: Kubectl, cluster: str, slice_: Slice, num_slices: int) -> 
     )
 
 
-def apply_fix(finding: Finding, kubectl: Kubectl, runner: CommandRunner) -> None:
-    """Carry out one finding's fix; manifests are checked against the CRDs first."""
-    if finding.manifest is not None:
-        from tpu_trainer.infra import crd
+def check_fixes(findings: Sequence[Finding], kubectl: Kubectl) -> None:
+    """The cluster's own check of every manifest the fixes apply, in one server-side dry run
+    before any of them is applied (``ClusterRefusedError`` names what it refuses)."""
+    manifests = [f.manifest for f in findings if f.manifest is not None]
+    if manifests:
+        kubectl.check(manifests)
 
-        if crd.available():
-            crd.validate_or_raise(finding.manifest)
-        result = kubectl.apply(dict(finding.manifest))
+
+def apply_fix(finding: Finding, kubectl: Kubectl, runner: CommandRunner) -> None:
+    """Carry out one finding's fix (its manifest checked with :func:`check_fixes` first)."""
+    if finding.manifest is not None:
+        result = kubectl.apply(finding.manifest)
     else:
         result = runner.run(list(finding.argv), timeout=120)
     if not result.ok:
@@ -82,8 +86,10 @@ def ensure(
     num_slices: int,
     display: Display,
 ) -> list[Finding]:
-    """Repair whatever is missing; returns what was repaired."""
+    """Repair whatever is missing; returns what was repaired. The cluster checks every
+    manifest first, so a refused one leaves nothing half repaired."""
     todo = findings(kubectl, cluster, slice_, num_slices)
+    check_fixes(todo, kubectl)
     for finding in todo:
         display.info(f"repairing: {finding.message}")
         apply_fix(finding, kubectl, runner)
