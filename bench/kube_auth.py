@@ -70,7 +70,7 @@ def report(label: str, samples: list[tuple[float, float]]) -> None:
     walls = [w for w, _ in samples]
     cpu = median([c for _, c in samples])
     print(
-        f"{label:<58} wall min {min(walls):.2f}  median {median(walls):.2f}  "
+        f"{label:<62} wall min {min(walls):.2f}  median {median(walls):.2f}  "
         f"max {max(walls):.2f} s; CPU median {cpu:.2f} s"
     )
 
