@@ -15,10 +15,11 @@ import pytest
 import yaml
 
 from conftest import cli_env
+from tpu_trainer.fakecloud.state import recorded_calls
 from tpu_trainer.infra.kube_access import KubeAccess
 from tpu_trainer.infra.kubectl import KubectlMissingError, find_kubectl
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
-from tpu_trainer.simcloud.rehearsal import KUBE_PKI, KUBECONFIG, prepare
+from tpu_trainer.simcloud.rehearsal import KUBE_PKI, KUBECONFIG, PLUGIN_TOKEN_ENV, prepare
 
 pytestmark = pytest.mark.e2e
 
@@ -71,6 +72,12 @@ def test_get_credentials_writes_the_kubeconfig_kubectl_reaches_the_cluster_with_
     first = cluster["server"]
     created = _kubectl(env, "create", "configmap", "kept", "--from-literal=a=1")
     assert created.returncode == 0, created.stderr
+    # without the token in the environment the plugin asks gcloud (through the shim) for it
+    calls = len(recorded_calls(workdir / "state.json"))
+    by_gcloud = {k: v for k, v in env.items() if k != PLUGIN_TOKEN_ENV}
+    asked = _kubectl(by_gcloud, "get", "configmap", "kept", "-o", "name")
+    assert asked.stdout.strip() == "configmap/kept", asked.stderr
+    assert len(recorded_calls(workdir / "state.json")) == calls  # no API call, none recorded
 
     # cleanup/gc after a crash: a new process, a new port, the same cluster and CA
     _, again, _ = prepare(SCENARIOS / "failover.yaml", None, base, fresh=False)
