@@ -21,6 +21,7 @@ from tpu_trainer.fakecloud import (
     read_state,
     write_shims,
 )
+from tpu_trainer.infra.kube_access import KubeAccess
 from tpu_trainer.simcloud.rehearsal import emulated_env
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "simulated-cloud.md"
@@ -97,7 +98,12 @@ def cloud_factory(tmp_path: Path) -> MakeCloud:
         scenario_file.write_text(yaml.safe_dump(data), encoding="utf-8")
         state = init_state(load_scenario(scenario_file), tmp_path / "state.json")
         write_shims(tmp_path / "bin")
-        return Cloud(state, emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state)))
+        cloud = Cloud(state, emulated_env(tmp_path, fake_cloud_env(tmp_path / "bin", state)))
+        # kubectl reaches the cluster the way it reaches GKE: get-credentials writes its config
+        access = KubeAccess(data["project"], data["region"], data["cluster"]["name"])
+        signed_in = cloud.run(*access.argv)
+        assert signed_in.returncode == 0 or not data.get("account"), signed_in.stderr
+        return cloud
 
     return make
 

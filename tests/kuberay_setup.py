@@ -16,6 +16,8 @@ from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.fakecloud import Scenario, fake_cloud_env, init_state, write_shims
 from tpu_trainer.fakecloud.state import read_state
+from tpu_trainer.infra.kube_access import KubeAccess
+from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
 from tpu_trainer.launchers.kuberay.manifests import RaySettings
 from tpu_trainer.launchers.kuberay.run import KubeRayRun
@@ -31,6 +33,9 @@ class Cloud:
     runner: SubprocessRunner
     plan: Plan
     recipe: Path
+    kubectl: Kubectl
+    """kubectl for the scenario's cluster, with its credentials from get-credentials (as
+    ``train`` builds it)."""
 
 
 TOKEN = "kuberay-made-token-5f2c9e0a7b"
@@ -49,6 +54,7 @@ def kuberay_run(cloud: Cloud, run_id: str, **kwargs: Any) -> KubeRayRun:
         run_id=run_id,
         poll_seconds=0.05,
         env={},
+        kubectl=cloud.kubectl,
         **kwargs,
     )
 
@@ -74,8 +80,10 @@ def kuberay_cloud(
         Request(str(recipe), config_path=CONFIG),
         PlanOptions(user="test_user", now=NOW, overrides=overrides),
     )
+    runner = SubprocessRunner(env=env, recorder=record)
+    access = KubeAccess(scenario.project, scenario.region, scenario.cluster.name)
     try:
-        yield Cloud(state, store, SubprocessRunner(env=env, recorder=record), plan, recipe)
+        yield Cloud(state, store, runner, plan, recipe, Kubectl(runner, access=access))
     finally:
         store.close()
 

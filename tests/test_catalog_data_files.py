@@ -7,6 +7,7 @@ import tomllib
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from tpu_trainer.catalog.accelerators import (
     known_prefixes,
     load_accelerators,
 )
+from tpu_trainer.catalog.crd_releases import CRD_RELEASES_FILE, crd_releases, load_crd_releases
 from tpu_trainer.catalog.data_file import DataFileError, parse_mapping, read_packaged
 from tpu_trainer.catalog.error_derive import (
     COMMON_MAXTEXT_KEYS,
@@ -42,6 +44,7 @@ LOADERS: dict[str, Callable[[str, str], object]] = {
     CATALOG_FILE: load_catalog,
     PRICES_FILE: load_prices,
     STEP_TIMES_FILE: load_step_times,
+    CRD_RELEASES_FILE: load_crd_releases,
 }
 
 
@@ -63,6 +66,26 @@ def test_every_shipped_crd_loads_from_the_package_resources() -> None:
     for file in files:
         doc = parse_mapping(file.read_text("utf-8"), file.name)
         assert doc["kind"] == "CustomResourceDefinition", file.name
+
+
+def test_every_crd_release_names_shipped_crds_of_its_group_and_kinds() -> None:
+    crds = resources.files(PACKAGE).joinpath("crds")
+    releases = crd_releases()
+    assert {r.named for r in releases.values()} == {
+        "Kueue v0.19.2",
+        "JobSet v0.12.0",
+        "KubeRay v1.7.0",
+    }
+    for group, release in releases.items():
+        for kind, file in release.kinds.items():
+            doc: Any = parse_mapping(crds.joinpath(file).read_text("utf-8"), file)
+            assert (doc["spec"]["group"], doc["spec"]["names"]["kind"]) == (group, kind)
+
+
+def test_a_crd_release_without_kinds_names_file_and_key() -> None:
+    text = "crd_releases:\n  ray.io: {project: KubeRay, release: v1, install: x, kinds: {}}\n"
+    with pytest.raises(DataFileError, match=r"crd_releases.ray.io: kinds must map"):
+        load_crd_releases(text)
 
 
 def test_the_build_ships_every_catalog_data_file() -> None:

@@ -1,4 +1,5 @@
-"""Offline CRD validation: defaults, nullable, strict fields, metadata, hand-written CEL rules."""
+"""The simulated cluster's CRD validation (what its API server and the goldens' tests check
+with): defaults, nullable, strict fields, metadata, hand-written CEL rules."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ from typing import Any
 import pytest
 
 from tpu_trainer.errors import ConfigError, TpuTrainerError
-from tpu_trainer.infra import crd
-from tpu_trainer.infra.crd import (
+from tpu_trainer.fakecloud import crd
+from tpu_trainer.fakecloud.crd import (
     CRD_FILES,
     SHIPPED_CRDS,
     apply_defaults,
     crd_dir,
     crd_for,
     validate,
-    validate_or_raise,
 )
 
 pytestmark = pytest.mark.unit
@@ -275,16 +275,6 @@ def test_unserved_version_and_unknown_kind() -> None:
     ]
     with pytest.raises(TpuTrainerError, match="no CRD is registered for Cohort"):
         validate({**flavor(), "kind": "Cohort"})
-
-
-def test_validate_or_raise_names_the_object_and_says_it_is_a_bug() -> None:
-    validate_or_raise(flavor())
-    with pytest.raises(TpuTrainerError) as info:
-        validate_or_raise(flavor(nodeLabel={}, nodeTaint=[]))
-    message = info.value.message
-    assert message.startswith("ResourceFlavor 1xtpu7x-256 (kueue.x-k8s.io/v1beta1) does not")
-    assert "spec.nodeLabel: unknown field; spec.nodeTaint: unknown field" in message
-    assert info.value.fix == "this is a bug in tpu-trainer: report it"
 
 
 # ---- where the CRDs come from --------------------------------------------------------------------

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from tpu_trainer.fakecloud import k8s
+from tpu_trainer.fakecloud.crd import validate
 from tpu_trainer.fakecloud.initial import initial_state
 from tpu_trainer.fakecloud.kueue_admission import blocker
 from tpu_trainer.fakecloud.kueue_workloads import JOB_UID_LABEL, kueue_workload_json
 from tpu_trainer.fakecloud.scenario import load_scenario
 from tpu_trainer.fakecloud.state import State, new_pool
 from tpu_trainer.fakecloud.workloads import jobset_json, new_workload
-from tpu_trainer.infra.crd import validate
 from tpu_trainer.launchers.gke.jobset import jobset_ending, suspended_message
 from tpu_trainer.launchers.gke.scheduling import kueue_reason, workload_of
 from tpu_trainer.plan.slices import Slice

@@ -6,6 +6,8 @@ Where each line comes from:
   pools list/describe/delete (teardown, cleanup, gc and a failed create's own pool); beta
   reservations describe (a zone configured) and list (none); resource policies
   describe/create workload-policy/delete (teardown of the workload policy);
+- ``infra/kube_access.py``: ``container clusters get-credentials``, before the tool's first
+  kubectl command;
 - ``launchers/gke/nodepool.py`` ``gcloud_create_argv``: the node-pool create of provisioning,
   single- and multi-host, one per slice, for every TPU family GKE has;
 - ``launchers/gke/preflight.py``: the workload-policy command ``preflight --fix`` runs and the
@@ -36,6 +38,7 @@ from tpu_trainer.config.load import read_config
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.gcloud_errors import FIXES
 from tpu_trainer.infra.gcloud_parser import check_gcloud_argvs
+from tpu_trainer.infra.kube_access import KubeAccess
 from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.launchers.gke.nodepool import NodePoolRequest, gcloud_create_argv, tool_pool_name
 from tpu_trainer.launchers.gke.preflight import Observed, checks
@@ -72,6 +75,7 @@ def _client_argvs() -> list[list[str]]:
     g.resource_policy_exists("wp", "us-central1")
     g.create_workload_policy("wp", "us-central1", "4x4x4")
     g.delete_resource_policy("wp", "us-central1")
+    KubeAccess("p", "us-central1", "c").ensure(rec)
     return rec.argvs
 
 
@@ -145,7 +149,7 @@ def test_every_gcloud_line_the_tool_builds_passes_gclouds_parser(
         "fix texts": _fix_text_argvs(),
     }
     assert {k: len(v) for k, v in sources.items()} == {
-        "client": 11, "node-pool create": 10, "preflight": 5, "setup script": 2, "tpu vm": 12,
+        "client": 12, "node-pool create": 10, "preflight": 5, "setup script": 2, "tpu vm": 12,
         "fix texts": 2,
     }  # fmt: skip
     argvs = [a for lines in sources.values() for a in lines]

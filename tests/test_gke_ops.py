@@ -16,7 +16,7 @@ import yaml
 from conftest import RECIPES, RECIPES_ROOT, cli_env
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.planning import Request, plan_with_config
-from tpu_trainer.app.services import recording_services
+from tpu_trainer.app.services import kube_access_of, recording_services
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.provision import CapacityError
@@ -70,7 +70,9 @@ def _run_in_process(tmp_path: Path, scenario: Path, run_id: str) -> tuple[GkeRun
     env = _env(tmp_path)
     config, fake_env, _ = prepare(scenario, None, env, fresh=True)
     store = RunStore(tmp_path / "store" / "runs.db")
-    svc = recording_services(store, SilentDisplay(), config.project_id, fake_env)
+    svc = recording_services(
+        store, SilentDisplay(), config.project_id, fake_env, kube_access=kube_access_of(config)
+    )
     recipe = tmp_path / "recipes" / RECIPE
     shutil.copytree(RECIPES_ROOT / RECIPE, recipe)
     opts = PlanOptions(user="test_user", now=datetime(2026, 11, 22, 6, 0))

@@ -96,14 +96,16 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
     assert "--zone=us-central1-c" in creates[0]
     (run_id,) = db.execute("SELECT id FROM runs").fetchone()
     gcloud = [" ".join(c[1:5]) for c in calls if c[0] == "gcloud"]
-    # Each gcloud call costs about a second of start-up; the run makes 14 and no more:
+    # Each gcloud call costs about a second of start-up; the run makes 15 and no more:
     # auth list, clusters describe, node-pools list (the pools before the run), one reservations
-    # list for all three, node-pools list after the one xpk cluster adapt (it configured Kueue
-    # and made no pool, so the next reservation goes straight to gcloud), the workload policy
-    # described and created once, node-pools create twice (exhausted, then made: its JSON
-    # answer says RUNNING, no describe after it), describe after the exhausted create;
-    # teardown: delete, describe, one list (policy users and the final check), policy delete.
-    assert len(gcloud) <= 14, gcloud
+    # list for all three, get-credentials (once, before the first kubectl command), node-pools
+    # list after the one xpk cluster adapt (it configured Kueue and made no pool, so the next
+    # reservation goes straight to gcloud), the workload policy described and created once,
+    # node-pools create twice (exhausted, then made: its JSON answer says RUNNING, no describe
+    # after it), describe after the exhausted create; teardown: delete, describe, one list
+    # (policy users and the final check), policy delete.
+    assert len(gcloud) <= 15, gcloud
+    assert gcloud.count("container clusters get-credentials demo-cluster") == 1
     adapts = [c for c in calls if c[:3] == ["xpk", "cluster", "adapt"]]
     assert len(adapts) == 1, adapts
     assert gcloud.count("beta compute reservations list") == 1

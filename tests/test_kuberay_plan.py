@@ -14,7 +14,7 @@ import yaml
 
 from conftest import GOLDEN, RECIPES, check_golden, plan_for
 from tpu_trainer.errors import InputError
-from tpu_trainer.infra import crd
+from tpu_trainer.fakecloud import crd
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.launchers.kuberay.manifests import (
     ACCELERATOR_LABEL,

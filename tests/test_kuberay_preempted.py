@@ -111,7 +111,9 @@ def test_a_reclaimed_ray_job_resumes_on_a_new_raycluster_and_finishes(
     # a new job id on the new RayCluster, the same MaxText run_name in the entry script
     assert ran.submitted == [f"tpu-trainer-{RUN_ID}", f"tpu-trainer-{RUN_ID}-2"]
     applied = [a for a, *_ in cloud.store.commands(RUN_ID) if a[:2] == ["kubectl", "apply"]]
-    assert len(applied) == 4  # the ConfigMap and the RayCluster, twice
+    checked = [a for a in applied if "--dry-run=server" in a]
+    assert len(applied) - len(checked) == 4  # the ConfigMap and the RayCluster, twice
+    assert len(checked) == 2  # each pair checked by the cluster first, in one call
     log = (ran.run.run_dir / "worker0.log").read_text(encoding="utf-8")
     assert "completed step: 31," in log.split("restoring from this run's directory step 30")[1]
     assert [s["step"] for s in cloud.store.steps(RUN_ID)][-1] == 49

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import new_run
 from kuberay_setup import SETTINGS, TOKEN, Cloud, kinds_left, kuberay_cloud, kuberay_run
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.errors import TpuTrainerError
@@ -76,12 +77,10 @@ def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Clo
         ("configmap", ResourceState.DELETED),
     }
     assert kinds_left(cloud.state) == set()  # the operator's Secret went with its cluster
-    verbs = [
-        next(a for a in argv[1:] if not a.startswith("-"))
-        for argv, *_ in store.commands(RUN_ID)
-        if argv[0] == "kubectl"
-    ]
-    assert verbs[:2] == ["apply", "apply"] and verbs[-2:] == ["delete", "delete"]
+    kubectl = [argv for argv, *_ in store.commands(RUN_ID) if argv[0] == "kubectl"]
+    verbs = [next(a for a in argv[1:] if not a.startswith("-")) for argv in kubectl]
+    assert verbs[:3] == ["apply", "apply", "apply"] and verbs[-2:] == ["delete", "delete"]
+    assert "--dry-run=server" in kubectl[0] and "--dry-run=server" not in kubectl[1]
     assert "port-forward" in verbs
     # the job: the mounted entry script, Ray's log deduplication off, authorized calls only
     (job,) = dash.jobs.values()
@@ -152,31 +151,30 @@ def test_ctrl_c_while_following_stops_the_job_cancels_the_run_and_deletes(cloud:
     assert kinds_left(cloud.state) == set()
 
 
+def _record_run(cloud: Cloud) -> None:
+    new_run(
+        cloud.store,
+        RUN_ID,
+        LaunchPath.KUBERAY,
+        "tpu7x-4x4x4",
+        project="demo-project",
+        cluster="demo-cluster",
+        region="us-central1",
+    )
+
+
 def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
     cloud: Cloud,
 ) -> None:
     from tpu_trainer.infra.gcloud import Gcloud
-    from tpu_trainer.infra.kubectl import Kubectl
     from tpu_trainer.infra.xpk import Xpk
     from tpu_trainer.launchers.kuberay.cluster import KubeRayCluster, KubeRayTeardown
     from tpu_trainer.launchers.kuberay.manifests import kuberay_plan
 
     store, display = cloud.store, SilentDisplay()
-    store.create_run(
-        RUN_ID,
-        model="m",
-        request="r",
-        launcher=LaunchPath.KUBERAY,
-        device_type="tpu7x-4x4x4",
-        precision="bf16",
-        project="demo-project",
-        cluster="demo-cluster",
-        region="us-central1",
-        zone=None,
-        plan_json=None,
-    )
+    _record_run(cloud)
     kplan = kuberay_plan(cloud.plan, SETTINGS, RUN_ID)
-    kubectl = Kubectl(cloud.runner)
+    kubectl = cloud.kubectl
     cluster = KubeRayCluster(
         kubectl, cloud.runner, store, display, RUN_ID, "demo-project", "demo-cluster"
     )
@@ -190,3 +188,26 @@ def test_teardown_of_a_crashed_run_deletes_what_is_left_and_notes_what_is_gone(
     assert report.already_gone == [f"configmap {kplan.name}-entry"]
     assert report.clean and kinds_left(cloud.state) == set()
     assert {r.state for r in store.resources(RUN_ID)} == {ResourceState.DELETED}
+
+
+def test_a_raycluster_the_cluster_refuses_stops_the_create_before_anything_is_made(
+    cloud: Cloud,
+) -> None:
+    from tpu_trainer.infra.kube_check import ClusterRefusedError
+    from tpu_trainer.launchers.kuberay.cluster import KubeRayCluster
+    from tpu_trainer.launchers.kuberay.manifests import kuberay_plan
+
+    _record_run(cloud)
+    kplan = kuberay_plan(cloud.plan, SETTINGS, RUN_ID)
+    kplan.cluster["spec"]["workerGroupSpecs"][0]["numOfHost"] = 4  # KubeRay spells numOfHosts
+    cluster = KubeRayCluster(
+        cloud.kubectl, cloud.runner, cloud.store, SilentDisplay(), RUN_ID, "demo-project",
+        "demo-cluster",
+    )  # fmt: skip
+    with pytest.raises(ClusterRefusedError) as refused:
+        cluster.create(kplan)
+    (rejection,) = refused.value.rejections
+    assert rejection.subject == f"RayCluster {kplan.name}"
+    assert "spec.workerGroupSpecs[0].numOfHost" in rejection.fields
+    assert "nothing was applied" in refused.value.message
+    assert cloud.store.resources(RUN_ID) == [] and kinds_left(cloud.state) == set()

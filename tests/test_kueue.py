@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tpu_trainer.errors import InputError
-from tpu_trainer.infra.crd import validate
+from tpu_trainer.fakecloud.crd import validate
 from tpu_trainer.launchers.gke import kueue
 from tpu_trainer.launchers.gke.kueue import (
     cluster_queue,

@@ -21,6 +21,7 @@ from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import load_scenario
 from tpu_trainer.fakecloud.state import transaction
 from tpu_trainer.fakecloud.workloads import new_workload
+from tpu_trainer.infra.kube_access import KubeAccess
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import FakeClock
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
@@ -57,7 +58,8 @@ def test_the_waiting_line_shows_kueues_message_from_the_jobsets_workload(tmp_pat
     runner = SubprocessRunner(env=env, recorder=ran.append)
     display = Recording()
     follower = Follower(
-        Kubectl(runner), runner, display, "demo-run", expected_pods=16,
+        Kubectl(runner, access=KubeAccess("demo-project", "us-central1", "demo-cluster")),
+        runner, display, "demo-run", expected_pods=16,
         log_path=tmp_path / "worker0.log", on_line=lambda _: None, poll_seconds=30,
         schedule_timeout_s=60, clock=FakeClock(),
     )  # fmt: skip

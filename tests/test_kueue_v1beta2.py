@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import GOLDEN, check_golden
-from tpu_trainer.infra.crd import validate
+from tpu_trainer.fakecloud.crd import validate
 from tpu_trainer.launchers.gke.kueue import (
     API_VERSION,
     as_v1beta2_spec,

@@ -17,7 +17,7 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.cli.render_plan import slice_table
 from tpu_trainer.config.load import read_config
 from tpu_trainer.errors import InputError
-from tpu_trainer.infra.crd import validate
+from tpu_trainer.fakecloud.crd import validate
 from tpu_trainer.launchers.gke.kueue import (
     cluster_queue,
     kueue_findings,

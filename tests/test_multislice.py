@@ -204,7 +204,7 @@ def test_pods_that_never_schedule_fail_at_the_schedule_deadline_with_the_last_re
 @pytest.mark.e2e
 def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) -> None:
     from tpu_trainer.app.display import SilentDisplay
-    from tpu_trainer.app.services import recording_services
+    from tpu_trainer.app.services import kube_access_of, recording_services
     from tpu_trainer.launchers.gke.provision import Provisioner
     from tpu_trainer.plan.slices import Slice
     from tpu_trainer.simcloud.rehearsal import prepare
@@ -227,7 +227,9 @@ def test_two_slices_reuse_two_matching_pools_but_never_just_one(tmp_path: Path) 
         _scenario(tmp_path, node_pools=pools), None, cli_env(tmp_path), fresh=True
     )
     store = RunStore(tmp_path / "store" / "runs.db")
-    svc = recording_services(store, SilentDisplay(), config.project_id, env)
+    svc = recording_services(
+        store, SilentDisplay(), config.project_id, env, kube_access=kube_access_of(config)
+    )
     prov = Provisioner(
         svc.gcloud, svc.xpk, svc.kubectl, store, "0a0a0a0a", config,
         Slice.parse("tpu7x-4x4x4"), 2, SilentDisplay(),

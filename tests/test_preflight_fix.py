@@ -121,6 +121,10 @@ def test_fix_dry_run_prints_the_commands_and_manifests_and_changes_nothing(
     out = proc.stdout
     assert "fixed:" not in out
     assert "would run (placement-policy): gcloud beta compute resource-policies create" in out
+    assert (
+        "would first check every manifest below with the cluster: kubectl apply "
+        "--dry-run=server --validate=strict -f - -o name" in out
+    )
     assert "would run (kueue-resourceflavor): kubectl apply -f - <<'EOF'" in out
     assert "kind: ResourceFlavor" in out and "name: 1xtpu7x-128" in out
     assert "apply -f /" not in out  # the manifest itself, not a temporary file

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +18,8 @@ from tpu_trainer.fakecloud.scenario import parse_scenario
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.runtime.xpk_runtime import install_xpk
 from tpu_trainer.simcloud.client_env import client_env
-from tpu_trainer.simcloud.gcloud_env import gcloud_env
-from tpu_trainer.simcloud.kube.kubeconfig import context_name, write_kubeconfig
-from tpu_trainer.simcloud.kube.server import KubeServer
-from tpu_trainer.simcloud.rehearsal import start_emulator
+from tpu_trainer.simcloud.gcloud_env import TOKEN, gcloud_env
+from tpu_trainer.simcloud.rehearsal import PLUGIN_TOKEN_ENV, kube_env, start_emulator
 
 pytestmark = pytest.mark.e2e
 
@@ -87,47 +84,46 @@ class Cloud:
         )
 
 
-def _logging_wrapper(folder: Path, name: str, real: str, log: Path, extra: str = "") -> None:
+def _logging_wrapper(folder: Path, name: str, real: str, log: Path) -> None:
     """``name`` on PATH: appends its argv to ``log``, then runs the real program."""
     path = folder / name
     path.write_text(
-        f'#!/bin/sh\nprintf "%s %s\\n" {name} "$*" >> "{log}"\n{extra}exec "{real}" "$@"\n',
+        f'#!/bin/sh\nprintf "%s %s\\n" {name} "$*" >> "{log}"\nexec "{real}" "$@"\n',
         encoding="utf-8",
     )
     path.chmod(0o755)
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Cloud:
     root = tmp_path_factory.mktemp("real-xpk")
     gcloud = _tool(
         "gcloud", "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)"
     )
     kubectl = _tool("kubectl", "install kubectl 1.32 or `gcloud components install kubectl`")
     xpk_dir = install_xpk(SubprocessRunner(), print)  # the cache's (scripts/test.sh makes it)
-    state = init_state(parse_scenario(SCENARIO), root / "state.json")
+    init_state(parse_scenario(SCENARIO), root / "state.json")
     google = start_emulator(root)
-    with KubeServer(state, idle_seconds=600) as kube:
-        context = context_name(PROJECT, REGION, CLUSTER)
-        kubeconfig = write_kubeconfig(root / "kubeconfig", kube.base_url, context)
-        bin_dir, log = root / "bin", root / "calls.log"
-        bin_dir.mkdir()
-        # get-credentials writes the GKE endpoint's context aside: kubectl keeps the emulator's
-        _logging_wrapper(bin_dir, "gcloud", gcloud, log, f'KUBECONFIG="{root}/gke-kubeconfig" ')
-        _logging_wrapper(bin_dir, "kubectl", kubectl, log)
-        (bin_dir / "crane").write_text("#!/bin/sh\necho 'crane: --help only'\n")
-        (bin_dir / "crane").chmod(0o755)  # xpk checks `crane --help`; an image name needs no build
-        env = {
-            **gcloud_env(google.base_url, root / "gcloud-config"),
-            **client_env(google.base_url, root / "gcloud-config", PROJECT),
-            "CLOUDSDK_CORE_PROJECT": PROJECT,
-            "KUBECONFIG": str(kubeconfig),
-            "HOME": str(root),
-            "TELEMETRY_ENABLED": "false",
-            "DEPENDENCY_AUTO_DOWNLOAD": "false",
-            "PATH": os.pathsep.join((str(bin_dir), "/usr/bin", "/bin")),
-        }
-        yield Cloud(root, env, log, str(xpk_dir / "xpk"))
+    kube = kube_env(root)  # HTTPS, the rehearsal's CA and token; GKE's endpoint points at it
+    bin_dir, log = root / "bin", root / "calls.log"
+    bin_dir.mkdir()
+    # xpk's own get-credentials writes the kubeconfig its kubectl and Kubernetes client use
+    _logging_wrapper(bin_dir, "gcloud", gcloud, log)
+    _logging_wrapper(bin_dir, "kubectl", kubectl, log)
+    (bin_dir / "crane").write_text("#!/bin/sh\necho 'crane: --help only'\n")
+    (bin_dir / "crane").chmod(0o755)  # xpk checks `crane --help`; an image name needs no build
+    env = {
+        **gcloud_env(google.base_url, root / "gcloud-config"),
+        **client_env(google.base_url, root / "gcloud-config", PROJECT),
+        **kube,
+        PLUGIN_TOKEN_ENV: TOKEN,
+        "CLOUDSDK_CORE_PROJECT": PROJECT,
+        "HOME": str(root),
+        "TELEMETRY_ENABLED": "false",
+        "DEPENDENCY_AUTO_DOWNLOAD": "false",
+        "PATH": os.pathsep.join((str(bin_dir), "/usr/bin", "/bin")),
+    }
+    return Cloud(root, env, log, str(xpk_dir / "xpk"))
 
 
 def test_workload_create_list_delete(cloud: Cloud) -> None:
@@ -146,6 +142,8 @@ def test_workload_create_list_delete(cloud: Cloud) -> None:
     )
     calls = cloud.logged()
     assert "kubectl config set-context --current --namespace=default" in calls
+    fetched = f"gcloud container clusters get-credentials {CLUSTER} --location={REGION} --project={PROJECT}"
+    assert fetched in calls  # xpk's retry without --dns-endpoint wrote the kubeconfig
     assert any(c.startswith("kubectl apply -f") for c in calls), created.stdout[-3000:]
     shown = cloud.kubectl("get", "jobsets", "-o", "json")
     names = [o["metadata"]["name"] for o in json.loads(shown.stdout)["items"]]

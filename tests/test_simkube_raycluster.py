@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from test_simkube_kubectl import Cluster
-from tpu_trainer.fakecloud import init_state
+from tpu_trainer.fakecloud import crd, init_state
 from tpu_trainer.fakecloud.ray_dashboard import FakeRayDashboard
 from tpu_trainer.fakecloud.scenario import parse_scenario
-from tpu_trainer.infra import crd
 from tpu_trainer.simcloud.kube.raycluster import configure_ray
 from tpu_trainer.simcloud.kube.server import KubeServer
 

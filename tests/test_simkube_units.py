@@ -14,10 +14,11 @@ import yaml
 from tpu_trainer.fakecloud import init_state
 from tpu_trainer.fakecloud.scenario import parse_scenario
 from tpu_trainer.fakecloud.state import read_state, transaction
+from tpu_trainer.simcloud.gcloud_env import TOKEN
 from tpu_trainer.simcloud.kube import discovery, protobuf, store
 from tpu_trainer.simcloud.kube.admission import admit
 from tpu_trainer.simcloud.kube.api import KubeApi, Target, parse_target
-from tpu_trainer.simcloud.kube.kubeconfig import TOKEN, write_kubeconfig
+from tpu_trainer.simcloud.kube.kubeconfig import write_kubeconfig
 from tpu_trainer.simcloud.kube.nodes import nodes
 from tpu_trainer.simcloud.kube.openapi import openapi_v3
 from tpu_trainer.simcloud.kube.patch import json_patch, merge_patch, strategic_merge
@@ -247,11 +248,14 @@ def test_paths_name_resources() -> None:
     assert parse_target(["v1", "widgets"]) is None
 
 
-def test_kubeconfig_points_at_the_server_with_a_token_user(tmp_path: Path) -> None:
-    path = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:1234", "gke_p_r_c")
+def test_a_test_kubeconfig_points_at_the_server_with_its_ca_and_a_token_user(
+    tmp_path: Path,
+) -> None:
+    path = write_kubeconfig(tmp_path / "kc", "https://127.0.0.1:1234", "gke_p_r_c", ca_data="Q0E=")
     config = yaml.safe_load(path.read_text())
     assert config["current-context"] == "gke_p_r_c"
-    assert config["clusters"][0]["cluster"]["server"] == "http://127.0.0.1:1234"
+    cluster = config["clusters"][0]["cluster"]
+    assert cluster == {"server": "https://127.0.0.1:1234", "certificate-authority-data": "Q0E="}
     assert config["users"][0]["user"] == {"token": TOKEN}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from test_simkube_kubectl import Cluster, jobset
+from tpu_trainer.fakecloud import crd
 from tpu_trainer.fakecloud.initial import init_state
 from tpu_trainer.fakecloud.scenario import load_scenario, parse_scenario
 from tpu_trainer.fakecloud.state import read_state, transaction
 from tpu_trainer.fakecloud.workloads import jobset_uid, log_of, new_workload
-from tpu_trainer.infra import crd
 from tpu_trainer.launchers.gke import kueue
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.simcloud.kube.server import KubeServer

@@ -22,7 +22,7 @@ from test_gke_ops import _scenario as ops_scenario
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.guard import teardown_always
 from tpu_trainer.app.outcome import TeardownReport
-from tpu_trainer.app.services import Services, recording_services
+from tpu_trainer.app.services import Services, kube_access_of, recording_services
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.launch_path import LaunchPath
@@ -50,7 +50,9 @@ def _cloud(tmp_path: Path, scenario: Path) -> tuple[Services, dict[str, str]]:
     env = cli_env(tmp_path)
     config, fake_env, _ = prepare(scenario, None, env, fresh=True)
     store = RunStore(tmp_path / "store" / "runs.db")
-    return recording_services(store, SilentDisplay(), config.project_id, fake_env), env
+    return recording_services(
+        store, SilentDisplay(), config.project_id, fake_env, kube_access=kube_access_of(config)
+    ), env
 
 
 def _run(store: RunStore, run_id: str, *, pid: int | None = None) -> None:

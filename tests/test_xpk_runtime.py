@@ -41,6 +41,7 @@ class FakePip:
         env: Mapping[str, str] | None = None,  # noqa: ARG002
         check: bool = False,  # noqa: ARG002
         cancel: threading.Event | None = None,  # noqa: ARG002
+        stdin: str | None = None,  # noqa: ARG002
     ) -> CommandResult:
         with self.lock:
             self.calls.append(tuple(argv))

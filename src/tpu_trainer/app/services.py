@@ -10,7 +10,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
+from tpu_trainer.config.model import Config
 from tpu_trainer.infra.gcloud import Gcloud
+from tpu_trainer.infra.kube_access import KubeAccess
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock
 from tpu_trainer.infra.runner import (
@@ -48,6 +50,9 @@ class Services:
     """The run the commands are recorded under (None: outside any run)."""
     clock: Clock = SYSTEM_CLOCK
     """The time the hang watchdog reads (a rehearsal's: the scenario's clock)."""
+    kube_access: KubeAccess | None = None
+    """The configured GKE cluster, whose credentials kubectl gets before its first command
+    (once per process); None when the configuration names no cluster."""
 
     @property
     def gcloud(self) -> Gcloud:
@@ -55,7 +60,7 @@ class Services:
 
     @property
     def kubectl(self) -> Kubectl:
-        return Kubectl(self.runner)
+        return Kubectl(self.runner, access=self.kube_access)
 
     @property
     def xpk(self) -> Xpk:
@@ -107,14 +112,22 @@ def _process_env(runner: CommandRunner) -> Mapping[str, str] | None:
     return None
 
 
+def kube_access_of(config: Config) -> KubeAccess | None:
+    """The configuration's GKE cluster, whose credentials kubectl gets (None: it names none)."""
+    if not config.cluster_name:
+        return None
+    return KubeAccess(config.project_id, config.region, config.cluster_name)
+
+
 def recording_services(
     store: RunStore,
     display: Display,
     project: str,
     env: Mapping[str, str] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    kube_access: KubeAccess | None = None,
 ) -> Services:
     """Services whose every command is recorded in the store (under no run until
     :meth:`Services.for_run`)."""
     runner = SubprocessRunner(env=env, recorder=recorder(store, None))
-    return Services(runner, store, display, project, clock=clock)
+    return Services(runner, store, display, project, clock=clock, kube_access=kube_access)

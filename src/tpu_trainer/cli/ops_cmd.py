@@ -77,6 +77,11 @@ def _sayer(as_json: bool) -> Callable[[str], None]:
 
 def _show_fixes(failing: list[Check], say: Callable[[str], None]) -> None:
     """What --fix would run (each manifest in full), without running anything."""
+    from tpu_trainer.infra.kube_check import DRY_RUN_ARGS
+
+    if any(check.finding is not None and check.finding.manifest for check in failing):
+        dry_run = " ".join(("kubectl", *DRY_RUN_ARGS))
+        say(f"would first check every manifest below with the cluster: {dry_run}")
     for check in failing:
         if check.fix_argv:
             say(f"would run ({check.name}): {check.fix}")
@@ -85,10 +90,17 @@ def _show_fixes(failing: list[Check], say: Callable[[str], None]) -> None:
 
 
 def _apply_fixes(failing: list[Check], svc: Services, say: Callable[[str], None]) -> bool:
-    """Run the fix of every failing check that has one; returns whether any ran."""
+    """Run the fix of every failing check that has one; returns whether any ran. The cluster
+    checks every manifest first (one server-side dry run): when it refuses one, none is
+    applied."""
     from tpu_trainer.errors import TpuTrainerError
-    from tpu_trainer.launchers.gke.kueue_setup import apply_fix
+    from tpu_trainer.launchers.gke.kueue_setup import apply_fix, check_fixes
 
+    try:
+        check_fixes([c.finding for c in failing if c.finding is not None], svc.kubectl)
+    except TpuTrainerError as e:
+        say(f"fixes not applied: {e.message}\n  fix: {e.fix}")
+        return False
     ran = False
     for check in failing:
         if not check.fix_argv:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpu_trainer.app.services import Services, recording_services
+from tpu_trainer.app.services import Services, kube_access_of, recording_services
 from tpu_trainer.cli.console import RichDisplay
 from tpu_trainer.config.load import load_config
 from tpu_trainer.config.model import Config
@@ -71,7 +71,10 @@ def build(
     if rehearse is None:
         config = load_config(config_path, require=True)
         assert config is not None  # noqa: S101 (require=True never returns None)
-        return Setup(recording_services(store, display, config.project_id), config, None)
+        services = recording_services(
+            store, display, config.project_id, kube_access=kube_access_of(config)
+        )
+        return Setup(services, config, None)
     from tpu_trainer.fakecloud.rehearsal import reservation_notice
     from tpu_trainer.fakecloud.scenario_clock import ScenarioClock
     from tpu_trainer.simcloud.rehearsal import prepare
@@ -81,5 +84,7 @@ def build(
     display.info(f"rehearsal: fake cloud from {rehearse} (state in {workdir})")
     display.info(reservation_notice(config, user_config))
     clock = ScenarioClock(workdir / "state.json")
-    services = recording_services(store, display, config.project_id, env, clock=clock)
+    services = recording_services(
+        store, display, config.project_id, env, clock=clock, kube_access=kube_access_of(config)
+    )
     return Setup(services, config, workdir)

@@ -330,6 +330,7 @@ def _train_on_kuberay(
         plan,
         label,
         RaySettings(image=image),
+        kubectl=services.kubectl,
         lang=lang,
         run_id=run_id,
         auto_resume=retries[0],

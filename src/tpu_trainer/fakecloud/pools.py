@@ -378,7 +378,9 @@ def pool_json(state: State, pool: dict[str, Any]) -> dict[str, Any]:
 
 
 def cluster_json(state: State) -> dict[str, Any]:
-    """The scenario's cluster as ``clusters.get`` answers it."""
+    """The scenario's cluster as ``clusters.get`` answers it. Its ``endpoint`` and CA
+    (``masterAuth.clusterCaCertificate``) are the Kubernetes API emulator's once a rehearsal
+    has started it (``simcloud.rehearsal``); before, a fixed address nothing answers at and no CA."""
     c, project, region = state["cluster"], state["project"], state["region"]
     network: dict[str, Any] = {
         "network": f"projects/{project}/global/networks/default",
@@ -398,7 +400,8 @@ def cluster_json(state: State) -> dict[str, Any]:
         "initialClusterVersion": c["node_version"],
         "currentNodeCount": sum(p["node_count"] for p in state["node_pools"].values()),
         "locations": [f"{region}-a", f"{region}-b", f"{region}-c"],
-        "endpoint": "34.118.10.20",
+        "endpoint": c.get("endpoint") or "34.118.10.20",
+        **({"masterAuth": {"clusterCaCertificate": c["ca_data"]}} if c.get("ca_data") else {}),
         "networkConfig": network,
         "releaseChannel": {"channel": "RAPID"},
         "nodePools": [pool_json(state, p) for p in state["node_pools"].values()],

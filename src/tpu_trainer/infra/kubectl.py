@@ -6,13 +6,20 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.kube_access import KubeAccess
+from tpu_trainer.infra.kube_check import (
+    DRY_RUN_ARGS,
+    ClusterRefusedError,
+    manifests_text,
+    rejections,
+)
 from tpu_trainer.infra.runner import CommandFailed, CommandResult, CommandRunner
 
 KUBECTL_INSTALL = (
@@ -65,13 +72,20 @@ def _json_object(result: CommandResult) -> dict[str, Any]:
 class Kubectl:
     runner: CommandRunner
     context: str | None = None
+    access: KubeAccess | None = None
+    """The cluster whose credentials are fetched before the first command (None: kubectl's
+    current context as it is)."""
 
-    def _argv(self, *args: str) -> list[str]:
+    def argv(self, *args: str) -> list[str]:
+        """The argv of ``kubectl ARGS`` on this cluster, to run now: the cluster's credentials
+        are fetched first (once per process)."""
+        if self.access is not None:
+            self.access.ensure(self.runner)
         return ["kubectl", *([f"--context={self.context}"] if self.context else []), *args]
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         ns = [f"--namespace={namespace}"] if namespace else []
-        r = self.runner.run(self._argv("get", kind, name, *ns, "-o", "json"), timeout=120)
+        r = self.runner.run(self.argv("get", kind, name, *ns, "-o", "json"), timeout=120)
         if not r.ok:
             if _not_found(r):
                 return None
@@ -97,7 +111,7 @@ class Kubectl:
             args.append(f"--field-selector={fields}")
         if namespace:
             args.append(f"--namespace={namespace}")
-        r = self.runner.run(self._argv(*args), timeout=120)
+        r = self.runner.run(self.argv(*args), timeout=120)
         if not r.ok:
             raise CommandFailed(r)
         items = _json_object(r).get("items", [])
@@ -108,24 +122,38 @@ class Kubectl:
             )
         return items
 
-    def apply(self, obj: dict[str, Any]) -> CommandResult:
-        """``kubectl apply -f <file>`` of one object (validated by the caller)."""
-        import tempfile
+    def check(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """The cluster's own check of applying ``objects``: one ``kubectl apply
+        --dry-run=server --validate=strict -f -`` of them all (nothing is persisted). Raises
+        :class:`ClusterRefusedError` naming each object and field the server refused, or
+        :class:`CommandFailed` when kubectl failed otherwise (no cluster, no credentials).
+        Under the tool's ``--dry-run`` the command is only printed."""
+        result = self.runner.run(
+            self.argv(*DRY_RUN_ARGS), stdin=manifests_text(objects), timeout=120
+        )
+        if not result.ran:
+            return
+        refused = rejections(result.stderr, objects)
+        if refused:
+            raise ClusterRefusedError(refused)
+        if not result.ok:
+            raise CommandFailed(
+                result, fix="check that kubectl reaches the cluster: `kubectl get namespaces`"
+            )
 
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(obj, f)
-            path = f.name
-        try:
-            return self.runner.run(self._argv("apply", "-f", path, "-o", "json"), timeout=120)
-        finally:
-            Path(path).unlink(missing_ok=True)
+    def apply(self, obj: Mapping[str, Any]) -> CommandResult:
+        """``kubectl apply -f -`` of one object, sent on standard input (checked first with
+        :meth:`check` by the caller)."""
+        return self.runner.run(
+            self.argv("apply", "-f", "-", "-o", "json"), stdin=json.dumps(obj), timeout=120
+        )
 
     def patch_merge(
         self, kind: str, name: str, body: dict[str, Any], namespace: str | None = None
     ) -> CommandResult:
         ns = [f"--namespace={namespace}"] if namespace else []
         return self.runner.run(
-            self._argv(
+            self.argv(
                 "patch",
                 kind,
                 name,
@@ -158,7 +186,7 @@ class Kubectl:
             args.append("--timestamps")
         if namespace:
             args.append(f"--namespace={namespace}")
-        return self._argv(*args)
+        return self.argv(*args)
 
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")

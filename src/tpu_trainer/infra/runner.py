@@ -91,6 +91,7 @@ class CommandRunner(Protocol):
         env: Mapping[str, str] | None = None,
         check: bool = False,
         cancel: threading.Event | None = None,
+        stdin: str | None = None,
     ) -> CommandResult: ...
 
 
@@ -113,8 +114,11 @@ class SubprocessRunner:
         env: Mapping[str, str] | None = None,
         check: bool = False,
         cancel: threading.Event | None = None,
+        stdin: str | None = None,
     ) -> CommandResult:
-        """Run ``argv``; ``cancel``, when set by another thread, stops the command (exit 130)."""
+        """Run ``argv``; ``cancel``, when set by another thread, stops the command (exit 130).
+        ``stdin`` is written to the command's standard input (a manifest for ``-f -``), which
+        is otherwise empty."""
         if isinstance(argv, str):  # a shell string is a programming error
             raise TypeError("argv must be a list of arguments, not a string")
         full_env = {**(self.env if self.env is not None else os.environ), **(env or {})}
@@ -126,7 +130,7 @@ class SubprocessRunner:
                 stderr=subprocess.PIPE,
                 text=True,
                 env=full_env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 start_new_session=True,
             )
         except FileNotFoundError:
@@ -135,6 +139,8 @@ class SubprocessRunner:
             if check:
                 raise CommandFailed(result, fix=f"install {argv[0]} and put it on PATH") from None
             return result
+        if stdin is not None:
+            _feed(proc, stdin)
         out, err = _collect(proc, on_line, timeout or self.default_timeout, cancel)
         code = proc.returncode if proc.returncode is not None else 124
         result = CommandResult(tuple(argv), code, out, err, time.monotonic() - started)
@@ -173,6 +179,21 @@ class _Kept:
         self.size += len(line)
         while self.size > self.limit and len(self.lines) > 1:
             self.size -= len(self.lines.popleft())
+
+
+def _feed(proc: subprocess.Popen[str], text: str) -> None:
+    """Write ``text`` to the command's standard input from a thread, then close it (a
+    command that exits without reading it all is not an error here)."""
+
+    def write() -> None:
+        assert proc.stdin is not None  # noqa: S101 (a pipe was requested)
+        try:
+            proc.stdin.write(text)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            return
+
+    threading.Thread(target=write, daemon=True).start()
 
 
 def _collect(
@@ -273,10 +294,17 @@ class DryRunRunner:
         env: Mapping[str, str] | None = None,
         check: bool = False,
         cancel: threading.Event | None = None,
+        stdin: str | None = None,
     ) -> CommandResult:
         if is_read_only(argv):
             return self.inner.run(
-                argv, timeout=timeout, on_line=on_line, env=env, check=check, cancel=cancel
+                argv,
+                timeout=timeout,
+                on_line=on_line,
+                env=env,
+                check=check,
+                cancel=cancel,
+                stdin=stdin,
             )
         self.recorded.append(tuple(argv))
         if self.on_record is not None:

@@ -5,12 +5,15 @@
 bound to 127.0.0.1, and returns the environment to run with: the real gcloud pointed at the
 Google emulator (a private configuration under the rehearsal folder), the ``gcloud`` shim
 first on PATH, which hands the real gcloud everything but what is no API (``tpu-vm
-ssh``/``scp``) and the credential questions, and the real kubectl pointed at the Kubernetes
-emulator (``KUBECONFIG`` under the rehearsal folder; the user's ``~/.kube`` is never read).
+ssh``/``scp``) and the credential questions, and ``KUBECONFIG`` under the rehearsal folder
+(the user's ``~/.kube`` is never read), which the real ``gcloud container clusters
+get-credentials`` writes when the tool runs it: the emulated GKE cluster's endpoint and CA are
+the Kubernetes emulator's (HTTPS, the rehearsal's CA and access token).
 
 ``train --rehearse`` and a later ``cleanup``/``gc`` each start their own emulators over the
 same state file, so they see one cloud; a killed ``train`` leaves its pools and workloads in
-the file. Each process listens on new ports and rewrites the kubeconfig for its own.
+the file. Each process listens on new ports, and its get-credentials writes the kubeconfig
+for them.
 Exchanges that break the discovery documents are appended to ``PROBLEMS`` in the folder.
 """
 
@@ -26,12 +29,12 @@ from pathlib import Path
 from tpu_trainer.config.model import Config
 from tpu_trainer.fakecloud.gcloud_dispatch import REAL_GCLOUD_ENV
 from tpu_trainer.fakecloud.rehearsal import prepare as prepare_fake_cloud
-from tpu_trainer.fakecloud.state import read_state
+from tpu_trainer.fakecloud.state import read_state, transaction
 from tpu_trainer.infra.gcloud_parser import GcloudSdkMissingError
 from tpu_trainer.infra.kubectl import find_kubectl
-from tpu_trainer.simcloud.gcloud_env import gcloud_env
+from tpu_trainer.simcloud.gcloud_env import TOKEN, gcloud_env
 from tpu_trainer.simcloud.kube import server as kube_server
-from tpu_trainer.simcloud.kube.kubeconfig import context_name, write_kubeconfig
+from tpu_trainer.simcloud.kube.pki import server_pki
 from tpu_trainer.simcloud.server import Emulator, Exchange, Service
 from tpu_trainer.simcloud.state_compute import StateCompute
 from tpu_trainer.simcloud.state_gke import StateGke
@@ -42,6 +45,12 @@ PROBLEMS = "emulator-problems.jsonl"
 """Under the rehearsal folder: one JSON line per exchange the schemas found wrong."""
 KUBECONFIG = Path("kube") / "config"
 """Under the rehearsal folder: the kubeconfig that points kubectl at the cluster's emulator."""
+PLUGIN_TOKEN_ENV = "CLOUDSDK_AUTH_ACCESS_TOKEN"  # noqa: S105 (a variable name)
+"""The account's token, as gke-gcloud-auth-plugin takes it without asking gcloud: with only
+gcloud's token file it would run ``gcloud config config-helper`` for every kubectl command (a
+token file has no expiry, so the plugin caches nothing), about a second each."""
+KUBE_PKI = Path("kube") / "pki"
+"""Under the rehearsal folder: the cluster's CA and its API server's certificate."""
 
 
 def services(state: Path) -> Sequence[Service]:
@@ -94,14 +103,21 @@ def start_emulator(workdir: Path) -> Emulator:
 
 def kube_env(workdir: Path) -> dict[str, str]:
     """Start the cluster's Kubernetes API emulator over ``workdir/state.json`` (until this
-    process ends, or it has been idle a while) and (re)write the kubeconfig that reaches it:
-    the context ``gcloud container clusters get-credentials`` names, a static token user
-    (``simcloud.kube.kubeconfig`` says why not the gcloud plugin). Returns ``KUBECONFIG`` and
-    kubectl's discovery cache folder, both under ``workdir``."""
-    state = read_state(workdir / "state.json")
-    base_url = kube_server.start(workdir / "state.json")
-    context = context_name(str(state["project"]), str(state["region"]), state["cluster"]["name"])
-    config = write_kubeconfig(workdir / KUBECONFIG, base_url, context)
+    process ends, or it has been idle a while): HTTPS with the rehearsal's CA, answering only
+    the rehearsal's access token. The emulated GKE cluster's ``endpoint`` and
+    ``masterAuth.clusterCaCertificate`` become this server's, so ``gcloud container clusters
+    get-credentials`` (which the tool runs before its first kubectl call) writes the kubeconfig
+    that reaches it. Returns ``KUBECONFIG`` (where get-credentials writes; a stale one of an
+    earlier process is removed) and kubectl's discovery cache folder, both under ``workdir``."""
+    state_path = workdir / "state.json"
+    cluster = str(read_state(state_path)["cluster"]["name"])
+    pki = server_pki(workdir / KUBE_PKI, cluster)
+    server = kube_server.start(state_path, pki=pki, token=TOKEN)
+    with transaction(state_path) as state:
+        state["cluster"]["endpoint"] = server.endpoint
+        state["cluster"]["ca_data"] = pki.ca_data
+    config = workdir / KUBECONFIG
+    config.unlink(missing_ok=True)
     return {"KUBECONFIG": str(config), "KUBECACHEDIR": str(config.parent / "cache")}
 
 
@@ -117,6 +133,7 @@ def emulated_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
         **env,
         **gcloud_env(emulator.base_url, workdir / "gcloud-config", signed_in=signed_in),
         **kube_env(workdir),
+        **({PLUGIN_TOKEN_ENV: TOKEN} if signed_in else {}),
         "CLOUDSDK_CORE_PROJECT": str(state["project"]),
         REAL_GCLOUD_ENV: real,
     }

@@ -13,6 +13,7 @@ The server runs in daemon threads of the process that started it and stops by it
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -142,11 +143,32 @@ class Exchange:
     response_problems: tuple[str, ...]
 
 
+class _TlsServer(ThreadingHTTPServer):
+    """HTTPS: each connection's TLS handshake is made in its own request thread, so a slow
+    or silent client never holds up the others."""
+
+    tls: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            conn = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return  # a client that gave up or does not trust the certificate
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            conn.close()
+
+
 def serve_on_loopback(
-    answer: Callable[[BaseHTTPRequestHandler], None], protocol_version: str = "HTTP/1.0"
+    answer: Callable[[BaseHTTPRequestHandler], None],
+    protocol_version: str = "HTTP/1.0",
+    *,
+    tls: ssl.SSLContext | None = None,
 ) -> ThreadingHTTPServer:
     """An HTTP server on 127.0.0.1 (a free port) that hands every GET, POST, PUT, PATCH and
-    DELETE to ``answer``, serving from daemon threads; stopped with ``shutdown()``."""
+    DELETE to ``answer``, serving from daemon threads; stopped with ``shutdown()``. With
+    ``tls``, HTTPS with that server context."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -168,7 +190,12 @@ def serve_on_loopback(
             return
 
     Handler.protocol_version = protocol_version
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server: ThreadingHTTPServer
+    if tls is None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    else:
+        server = _TlsServer(("127.0.0.1", 0), Handler)
+        server.tls = tls
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -12,8 +12,9 @@ Builders here return plain dicts in Kueue's ``v1beta2`` API (the version Kueue v
 serves; ``v1beta1``, which xpk's templates still write, is deprecated and the server warns on
 every write). A repair of an object read as ``v1beta1`` is written as ``v1beta2`` with the
 fields v1beta2 renamed moved (``spec.cohort`` → ``spec.cohortName``, ``spec.admissionChecks``
-→ ``spec.admissionChecksStrategy``). Every object validates against the real CRDs (see
-``tpu_trainer.infra.crd``). ``kueue_findings`` turns the
+→ ``spec.admissionChecksStrategy``). The cluster checks every object before it is applied
+(``kubectl apply --dry-run=server``); the tests check them against the real CRDs.
+``kueue_findings`` turns the
 current objects into problems, each with the exact command that fixes it. Nothing here runs.
 """
 

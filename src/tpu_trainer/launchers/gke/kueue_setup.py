@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -58,14 +58,45 @@ def read_state(
     )
 
 
-def apply_fix(finding: Finding, kubectl: Kubectl, runner: CommandRunner) -> None:
-    """Carry out one finding's fix; manifests are checked against the CRDs first."""
-    if finding.manifest is not None:
-        from tpu_trainer.infra import crd
+def findings(
+    kubectl: Kubectl,
+    cluster: str,
+    slice_: Slice,
+    num_slices: int,
+    *,
+    xpk_configmap: bool = True,
+    local_queue: str = LOCAL_QUEUE,
+) -> list[Finding]:
+    """What is missing (xpk's configmap only for a submitter that reads it; the LocalQueue the
+    workload goes to)."""
+    state = read_state(
+        kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap, local_queue=local_queue
+    )
+    return kueue_findings(
+        cluster,
+        slice_,
+        num_slices,
+        flavor=state.flavor,
+        cluster_queue=state.cluster_queue,
+        configmap_data=state.configmap_data,
+        local_queue_exists=state.local_queue_exists,
+        xpk_configmap=xpk_configmap,
+        local_queue_name=local_queue,
+    )
 
-        if crd.available():
-            crd.validate_or_raise(finding.manifest)
-        result = kubectl.apply(dict(finding.manifest))
+
+def check_fixes(findings: Sequence[Finding], kubectl: Kubectl) -> None:
+    """The cluster's own check of every manifest the fixes apply, in one server-side dry run
+    before any of them is applied (``ClusterRefusedError`` names what it refuses)."""
+    manifests = [f.manifest for f in findings if f.manifest is not None]
+    if manifests:
+        kubectl.check(manifests)
+
+
+def apply_fix(finding: Finding, kubectl: Kubectl, runner: CommandRunner) -> None:
+    """Carry out one finding's fix (its manifest checked with :func:`check_fixes` first)."""
+    if finding.manifest is not None:
+        result = kubectl.apply(finding.manifest)
     else:
         result = runner.run(list(finding.argv), timeout=120)
     if not result.ok:
@@ -84,21 +115,12 @@ def ensure(
     local_queue: str = LOCAL_QUEUE,
 ) -> list[Finding]:
     """Repair whatever is missing (xpk's configmap only for a submitter that reads it; the
-    LocalQueue the workload goes to); returns what was repaired."""
-    state = read_state(
+    LocalQueue the workload goes to); returns what was repaired. The cluster checks every
+    manifest first, so a refused one leaves nothing half repaired."""
+    todo = findings(
         kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap, local_queue=local_queue
     )
-    todo = kueue_findings(
-        cluster,
-        slice_,
-        num_slices,
-        flavor=state.flavor,
-        cluster_queue=state.cluster_queue,
-        configmap_data=state.configmap_data,
-        local_queue_exists=state.local_queue_exists,
-        xpk_configmap=xpk_configmap,
-        local_queue_name=local_queue,
-    )
+    check_fixes(todo, kubectl)
     for finding in todo:
         display.info(f"repairing: {finding.message}")
         apply_fix(finding, kubectl, runner)

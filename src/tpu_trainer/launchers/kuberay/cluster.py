@@ -19,7 +19,6 @@ from typing import Any
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.infra import crd
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, wait_until
 from tpu_trainer.infra.ray_jobs import TOKEN_ENV
@@ -51,9 +50,8 @@ _TOKEN = re.compile(r"token:(\S+)")
 
 
 def namespaced(kubectl: Kubectl, *args: str, namespace: str) -> list[str]:
-    """A kubectl argv (with the context, if any) in ``namespace``."""
-    context = [f"--context={kubectl.context}"] if kubectl.context else []
-    return ["kubectl", *context, *args, f"--namespace={namespace}"]
+    """A kubectl argv (with the context, if any) in ``namespace``, to run now."""
+    return kubectl.argv(*args, f"--namespace={namespace}")
 
 
 def delete_argv(kubectl: Kubectl, kind: str, name: str, namespace: str) -> list[str]:
@@ -110,9 +108,9 @@ class KubeRayCluster:
     """The GKE cluster's name, for the store's record."""
 
     def create(self, kplan: KubeRayPlan) -> None:
-        """Validate, record, apply: the entry ConfigMap, then the RayCluster that mounts it."""
-        if crd.available():
-            crd.validate_or_raise(kplan.cluster)
+        """The cluster checks both objects (one server-side dry run), then each is recorded
+        and applied: the entry ConfigMap, then the RayCluster that mounts it."""
+        self.kubectl.check(kplan.objects)
         for obj in kplan.objects:
             kind = RAYCLUSTER if obj["kind"] == "RayCluster" else CONFIGMAP
             name = obj["metadata"]["name"]
@@ -265,7 +263,11 @@ class KubeRayTeardown(Teardown):
         self._mark_deleting(res)
         namespace = str(res.detail.get("namespace") or res.location or "default")
         context = res.detail.get("context")
-        kubectl = Kubectl(self.kubectl.runner, str(context)) if context else self.kubectl
+        kubectl = (
+            Kubectl(self.kubectl.runner, str(context), self.kubectl.access)
+            if context
+            else self.kubectl
+        )
         result = kubectl.runner.run(
             delete_argv(kubectl, res.kind, res.name, namespace), timeout=900
         )

@@ -1,6 +1,6 @@
 """What a GKE cluster made ready for xpk holds besides its nodes: the JobSet and Kueue
 controllers, each a Deployment in its own namespace, at the versions of the CRDs the emulator
-serves (``infra.crd.CRD_FILES``: JobSet v0.12.0, Kueue v0.19.2).
+serves (``fakecloud.crd.CRD_FILES``: JobSet v0.12.0, Kueue v0.19.2).
 
 xpk 1.16 reads them before it changes anything: ``cluster adapt`` lists the images of the
 Deployments in ``jobset-system`` and reads ``kueue-controller-manager``'s in ``kueue-system``;
@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import Any
 
-from tpu_trainer.infra.crd import CRD_FILES
+from tpu_trainer.fakecloud.crd import CRD_FILES
 from tpu_trainer.simcloud.kube.resources import Resource
 
 Obj = dict[str, Any]

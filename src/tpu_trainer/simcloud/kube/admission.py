@@ -2,7 +2,7 @@
 names JobSet's defaulting webhook gives, defaults from the CRD's schema, unknown fields by the
 request's ``fieldValidation`` (Strict: a 400 naming them; Warn: a warning each; Ignore: dropped
 silently; they are pruned either way), then the schema (a 422 Invalid with one cause per
-problem). The checks themselves are ``infra.crd``'s."""
+problem). The checks themselves are ``fakecloud.crd``'s."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tpu_trainer.infra.crd import apply_defaults, validate
+from tpu_trainer.fakecloud.crd import apply_defaults, validate
 from tpu_trainer.simcloud.kube.resources import Resource
 from tpu_trainer.simcloud.kube.status import KubeError, bad_request, invalid
 

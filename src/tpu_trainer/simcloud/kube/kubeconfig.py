@@ -1,11 +1,10 @@
-"""A kubeconfig that points kubectl at the emulated API server.
+"""A kubeconfig for tests of the Kubernetes API emulator alone.
 
-Its user is a static bearer token, not the ``exec`` user ``gcloud container clusters
-get-credentials`` writes (``gke-gcloud-auth-plugin``): over plain HTTP kubectl sends no
-credentials at all, so it would never run the plugin; and the plugin asks gcloud for its
-token, about a second of gcloud per kubectl call, some thirty per GKE rehearsal. The server
-checks none. A rehearsal writes it at ``kube/config`` in its folder each time a process starts
-the server (``simcloud.rehearsal.kube_env``): the port is new each time.
+A rehearsal's kubeconfig is not written here: ``gcloud container clusters get-credentials``
+writes it, from the emulated GKE cluster's ``endpoint`` and CA, with the ``exec`` user that
+runs ``gke-gcloud-auth-plugin`` (``simcloud.rehearsal``). The tests that start a server without
+the Google emulator point kubectl at it with this one: the server's URL, its CA when it serves
+HTTPS, and a user with the bearer token it checks.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from pathlib import Path
 import yaml
 
 from tpu_trainer.infra.files import atomic_write
-
-TOKEN = "simulated-cluster-token"  # noqa: S105 - not a secret: the emulator checks none
-"""The static bearer token the kubeconfig's user sends (the emulator checks none)."""
+from tpu_trainer.simcloud.gcloud_env import TOKEN
 
 
 def context_name(project: str, location: str, cluster: str) -> str:
@@ -25,12 +22,22 @@ def context_name(project: str, location: str, cluster: str) -> str:
     return f"gke_{project}_{location}_{cluster}"
 
 
-def kubeconfig(base_url: str, context: str, namespace: str = "default") -> dict[str, object]:
+def kubeconfig(
+    base_url: str,
+    context: str,
+    namespace: str = "default",
+    *,
+    ca_data: str | None = None,
+    token: str = TOKEN,
+) -> dict[str, object]:
+    cluster: dict[str, str] = {"server": base_url}
+    if ca_data is not None:
+        cluster["certificate-authority-data"] = ca_data
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": base_url}}],
-        "users": [{"name": context, "user": {"token": TOKEN}}],
+        "clusters": [{"name": context, "cluster": cluster}],
+        "users": [{"name": context, "user": {"token": token}}],
         "contexts": [
             {
                 "name": context,
@@ -42,9 +49,17 @@ def kubeconfig(base_url: str, context: str, namespace: str = "default") -> dict[
     }
 
 
-def write_kubeconfig(path: Path, base_url: str, context: str, namespace: str = "default") -> Path:
+def write_kubeconfig(
+    path: Path,
+    base_url: str,
+    context: str,
+    namespace: str = "default",
+    *,
+    ca_data: str | None = None,
+    token: str = TOKEN,
+) -> Path:
     """Write the kubeconfig (mode 0600, like kubectl's own) and return its path."""
-    text = yaml.safe_dump(kubeconfig(base_url, context, namespace), sort_keys=False)
+    config = kubeconfig(base_url, context, namespace, ca_data=ca_data, token=token)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text, mode=0o600, sync=False)
+    atomic_write(path, yaml.safe_dump(config, sort_keys=False), mode=0o600, sync=False)
     return path

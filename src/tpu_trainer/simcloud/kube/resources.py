@@ -3,7 +3,7 @@
 A :class:`Resource` is one (group, version, plural) the server answers for, with what
 discovery says about it (kind, scope, short names, verbs) and, for a custom resource, its
 ``openAPIV3Schema``, printer columns and the deprecation warning of a deprecated version, all
-read from the CRD files shipped in ``tpu_trainer/catalog/crds`` (``infra.crd.CRD_FILES``).
+read from the CRD files shipped in ``tpu_trainer/catalog/crds`` (``fakecloud.crd.CRD_FILES``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tpu_trainer.infra.crd import CRD_FILES, crd_dir
+from tpu_trainer.fakecloud.crd import CRD_FILES, crd_dir
 
 ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 READ_VERBS = ("get", "list", "watch")

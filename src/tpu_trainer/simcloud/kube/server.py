@@ -1,10 +1,14 @@
 """An emulated Kubernetes API server on 127.0.0.1 that the real ``kubectl`` works against.
 
 ``start(state_path)`` serves the cluster in the rehearsal's state file from daemon threads of
-this process and returns its base URL; ``kubeconfig.write_kubeconfig`` points kubectl at it.
-The server stops by itself after ``idle_seconds`` without a request (a log being followed or
-a port being forwarded counts as activity), or with ``stop()``. ``pods/<pod>/portforward``
-is upgraded to a streaming connection (``tunnel``).
+this process and returns its base URL. Given the cluster's certificates (``pki``) it serves
+HTTPS with them, as GKE's control plane does, and given a ``token`` it answers only requests
+that carry it (``Authorization: Bearer``; else 401 Unauthorized). A rehearsal's kubeconfig is
+written by ``gcloud container clusters get-credentials`` (``simcloud.rehearsal``); tests of the
+server alone write one with ``kubeconfig.write_kubeconfig``. The server stops by itself after
+``idle_seconds`` without a request (a log being followed or a port being forwarded counts as activity), or with
+``stop()``. ``pods/<pod>/portforward`` is upgraded to a streaming
+connection (``tunnel``).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from tpu_trainer.simcloud.kube import discovery, pod_ports, tunnel
 from tpu_trainer.simcloud.kube.api import Answer, KubeApi, parse_target
 from tpu_trainer.simcloud.kube.logs import log_lines
 from tpu_trainer.simcloud.kube.openapi import openapi_v3
+from tpu_trainer.simcloud.kube.pki import ServerPki
 from tpu_trainer.simcloud.kube.resources import registry
-from tpu_trainer.simcloud.kube.status import KubeError, path_not_found
+from tpu_trainer.simcloud.kube.status import KubeError, path_not_found, unauthorized
 from tpu_trainer.simcloud.kube.watch import watch_events
 from tpu_trainer.simcloud.server import serve_on_loopback
 
@@ -42,6 +47,10 @@ class KubeServer:
 
     state_path: Path
     idle_seconds: float = 900.0
+    pki: ServerPki | None = None
+    """HTTPS with these certificates (None: plain HTTP)."""
+    token: str | None = None
+    """The bearer token every request must carry (None: none is asked for)."""
     requests: list[tuple[str, str, int]] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _last: float = field(default_factory=time.monotonic)
@@ -49,18 +58,25 @@ class KubeServer:
     _stopping: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> str:
-        """Serve from daemon threads; returns the base URL (``http://127.0.0.1:<port>``)."""
+        """Serve from daemon threads; returns the base URL (``https://127.0.0.1:<port>``, or
+        ``http://`` without certificates)."""
         registry()  # read the CRD files now, not in kubectl's first request
-        self._server = serve_on_loopback(self._answer, protocol_version="HTTP/1.1")
+        tls = self.pki.server_context() if self.pki is not None else None
+        self._server = serve_on_loopback(self._answer, protocol_version="HTTP/1.1", tls=tls)
         threading.Thread(target=self._stop_when_idle, daemon=True).start()
         return self.base_url
 
     @property
-    def base_url(self) -> str:
+    def endpoint(self) -> str:
+        """``127.0.0.1:<port>``: where it listens (GKE's cluster ``endpoint``)."""
         if self._server is None:
             raise RuntimeError("the Kubernetes API emulator is not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{host!s}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{'https' if self.pki is not None else 'http'}://{self.endpoint}"
 
     @property
     def running(self) -> bool:
@@ -96,6 +112,11 @@ class KubeServer:
 
     def _answer(self, h: BaseHTTPRequestHandler) -> None:
         self._last = time.monotonic()
+        if self.token is not None and h.headers.get("Authorization") != f"Bearer {self.token}":
+            length = int(h.headers.get("Content-Length") or 0)
+            h.rfile.read(length)
+            self._send(h, Answer(401, unauthorized().body()))
+            return
         url = urlsplit(h.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         length = int(h.headers.get("Content-Length") or 0)
@@ -150,7 +171,7 @@ class KubeServer:
         if path == "version":
             return discovery.VERSION
         if path == "api":
-            return discovery.api_versions(self.base_url.removeprefix("http://"))
+            return discovery.api_versions(self.endpoint)
         if path == "apis":
             return discovery.group_list()
         if parts[:1] == ["openapi"] and len(parts) >= 2 and parts[1] == "v3":
@@ -211,7 +232,15 @@ def _is_portforward(parts: list[str]) -> bool:
     return _pod_subresource(parts, "portforward")
 
 
-def start(state_path: Path, *, idle_seconds: float = 900.0) -> str:
-    """Serve the cluster in ``state_path`` until ``idle_seconds`` pass without a request;
-    returns the base URL to write into a kubeconfig (``KubeServer`` to stop it earlier)."""
-    return KubeServer(Path(state_path), idle_seconds).start()
+def start(
+    state_path: Path,
+    *,
+    idle_seconds: float = 900.0,
+    pki: ServerPki | None = None,
+    token: str | None = None,
+) -> KubeServer:
+    """Serve the cluster in ``state_path`` until ``idle_seconds`` pass without a request (with
+    ``pki``: HTTPS; with ``token``: only requests bearing it); returns the running server."""
+    server = KubeServer(Path(state_path), idle_seconds, pki, token)
+    server.start()
+    return server

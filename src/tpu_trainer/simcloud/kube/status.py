@@ -98,6 +98,12 @@ def method_not_allowed(verb: str, resource: Resource) -> KubeError:
     )
 
 
+def unauthorized() -> KubeError:
+    """401: no bearer token, or not the cluster's (kubectl: ``You must be logged in to the
+    server (Unauthorized)``)."""
+    return KubeError(401, "Unauthorized", "Unauthorized")
+
+
 def path_not_found() -> KubeError:
     return KubeError(404, "NotFound", "the server could not find the requested resource")
 

@@ -1,4 +1,9 @@
-"""Check Kubernetes custom resources offline against their real CRDs, as the API server would.
+"""Check Kubernetes custom resources against their real CRDs, as the API server does.
+
+This is the simulated cluster's side: the emulated API server (``simcloud.kube.admission``) and
+the kubectl stand-in admit objects with it, and the tests check the tool's generated objects
+(goldens) with it. The tool itself never validates what it applies by hand: it asks the
+cluster (``kubectl apply --dry-run=server``, ``infra.kube_check``).
 
 ``validate(obj)`` picks the CRD from the object's group and kind, the schema version from its
 ``apiVersion``, then emulates what the API server does before it stores an object:
@@ -13,10 +18,10 @@
    hand in Python (rules that compare with ``oldSelf`` only apply to updates and are skipped;
    other unlisted rules are skipped too).
 
-CRD files are found through ``CRD_FILES`` under ``$TPU_TRAINER_CRDS`` or, without it, the
-folder shipped in the package (``tpu_trainer/catalog/crds``, the projects' release files
-unchanged). ``available()`` is False only when ``$TPU_TRAINER_CRDS`` names a missing folder;
-callers then skip the check.
+CRD files are found through ``CRD_FILES`` (``catalog/crd_releases.yaml``) under
+``$TPU_TRAINER_CRDS`` or, without it, the folder shipped in the package
+(``tpu_trainer/catalog/crds``, the projects' release files unchanged). ``available()`` is False
+only when ``$TPU_TRAINER_CRDS`` names a missing folder; callers then skip the check.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import yaml
 
+from tpu_trainer.catalog.crd_releases import crd_releases
 from tpu_trainer.errors import ConfigError, TpuTrainerError
 
 CRD_DIR_ENV = "TPU_TRAINER_CRDS"
@@ -40,17 +46,13 @@ SHIPPED_CRDS = Path(__file__).resolve().parents[1] / "catalog" / "crds"
 """The CRDs shipped with the package (see the README there for their releases)."""
 
 CRD_FILES: Mapping[tuple[str, str], str] = {
-    ("kueue.x-k8s.io", "ResourceFlavor"): "kueue-v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
-    ("kueue.x-k8s.io", "ClusterQueue"): "kueue-v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
-    ("kueue.x-k8s.io", "LocalQueue"): "kueue-v0.19.2/kueue.x-k8s.io_localqueues.yaml",
-    ("kueue.x-k8s.io", "Workload"): "kueue-v0.19.2/kueue.x-k8s.io_workloads.yaml",
-    ("jobset.x-k8s.io", "JobSet"): "jobset-v0.12.0/jobset.x-k8s.io_jobsets.yaml",
-    ("ray.io", "RayCluster"): "kuberay-v1.7.0/ray.io_rayclusters.yaml",
+    (group, kind): file
+    for group, release in crd_releases().items()
+    for kind, file in release.kinds.items()
 }
 """(API group, kind) → CRD file, relative to the CRD folder."""
 
 BUG_FIX = "this is a bug in tpu-trainer: report it"
-_SHOWN_ERRORS = 3
 _MAX_MESSAGE = 200
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -430,21 +432,3 @@ def validate(
         errors.extend(_schema_error_lines(error))
     errors.extend(_rule_errors(doc, schema))
     return errors
-
-
-def validate_or_raise(
-    obj: Mapping[str, Any], *, strict: bool = True, folder: Path | None = None
-) -> None:
-    """Raise :class:`TpuTrainerError` naming the object and its first problems, if it has any."""
-    errors = validate(obj, strict=strict, folder=folder)
-    if not errors:
-        return
-    metadata = obj.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    shown = "; ".join(errors[:_SHOWN_ERRORS])
-    more = f" (and {len(errors) - _SHOWN_ERRORS} more)" if len(errors) > _SHOWN_ERRORS else ""
-    raise TpuTrainerError(
-        f"{obj.get('kind', 'object')} {name or '<unnamed>'} ({obj.get('apiVersion')}) "
-        f"does not validate against its CRD: {shown}{more}",
-        fix=BUG_FIX,
-    )
