@@ -254,3 +254,31 @@ signatures:
 """
     with pytest.raises(CatalogError, match="placeholders a classified line cannot fill"):
         load_catalog(doc)
+
+
+def test_unit_a_family_verdict_needs_the_words_its_family_requires() -> None:
+    model = train(
+        [("tpu-runtime", "device assert failed"), ("quota", "quota exceeded")], min_documents=1
+    )
+    plain = Classifier(model, requires={})
+    bare, named = "device assert failed", "TPU device assert failed"
+    assert plain.classify(bare) is not None
+    packaged_rules = Classifier(model)  # the catalog's classify_requires
+    verdict = packaged_rules.verdict(bare)
+    assert verdict is not None and verdict.family == "tpu-runtime"
+    assert packaged_rules.classify(bare) is None  # names no TPU, XLA, JAX or device
+    assert packaged_rules.classify(named) is not None
+
+
+def test_unit_a_family_requirement_must_be_a_pattern() -> None:
+    doc = """
+families:
+  - {id: quota, title: Q, summary: S., cause: C., fix: F., classify_requires: "quota("}
+signatures:
+  - {id: q, family: quota, needles: [quota], patterns: [quota], title: t, cause: c, fix: f,
+     source: s}
+"""
+    with pytest.raises(CatalogError, match="family 'quota': bad pattern"):
+        load_catalog(doc)
+    with pytest.raises(CatalogError, match="unknown keys colour"):
+        load_catalog(doc.replace('classify_requires: "quota("', "colour: red"))

@@ -4,12 +4,14 @@ what their answers mean."""
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
 from tpu_trainer.catalog.accelerators import ACCELERATORS, Family
 from tpu_trainer.errors import InputError
 from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram
+from tpu_trainer.launchers.tpu_vm.ending import DEVICE_NEXT_STEP, device_check_fix
 from tpu_trainer.launchers.tpu_vm.remote import (
     device_check_command,
     device_problems,
@@ -245,3 +247,30 @@ def test_a_program_refuses_file_and_variable_names_a_shell_could_misread() -> No
             env=(("A;B", "1"),),
             log_format=LogFormat.TUNIX,
         )
+
+
+INSTALL_LOG = Path("/runs/r1/install/0.log")
+
+
+def test_a_device_check_without_a_known_error_names_the_runtime_and_the_install_log() -> None:
+    fix = device_check_fix("TPU_TRAINER_DEVICES 1 14 2\n", INSTALL_LOG)
+    assert fix == f"{DEVICE_NEXT_STEP} ({INSTALL_LOG})"
+
+
+def test_a_device_check_line_only_the_classifier_knows_gets_its_family_fix_and_the_next_step() -> (
+    None
+):
+    line = (
+        "google.auth.exceptions.RefreshError: ('invalid_grant: Token has been expired or "
+        "revoked.', {'error': 'invalid_grant'})"
+    )
+    fix = device_check_fix(f"{line}\n", INSTALL_LOG)
+    assert fix.startswith("The message: google.auth.exceptions.RefreshError")
+    assert "gcloud auth application-default login" in fix  # the family's generic fix
+    assert fix.endswith(f"If that is not it, {DEVICE_NEXT_STEP} ({INSTALL_LOG}).")
+
+
+def test_a_device_check_with_a_known_error_gets_that_errors_fix() -> None:
+    log = "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU topology.\n"
+    fix = device_check_fix(log, INSTALL_LOG)
+    assert DEVICE_NEXT_STEP not in fix and "runtime" in fix

@@ -22,6 +22,7 @@ import pytest
 from conftest import CONFIG, RECIPES, RECIPES_ROOT
 from tpu_cloud_setup import stop_all, tpu_cloud
 from tpu_trainer.app.display import SilentDisplay
+from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile
@@ -34,7 +35,7 @@ from tpu_trainer.launchers.tpu_vm.run import TpuVmRun
 from tpu_trainer.launchers.tpu_vm.spec import Provisioning, tpu_vm_spec
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.simcloud.server import Emulator
-from tpu_trainer.store.db import RunStatus, RunStore
+from tpu_trainer.store.db import RunRow, RunStatus, RunStore
 
 pytestmark = pytest.mark.e2e
 
@@ -217,23 +218,42 @@ def test_missing_hf_token_is_refused_before_anything_is_created(tmp_path: Path) 
     assert recorded_calls(cloud.state) == [] and cloud.emulator.exchanges == []
 
 
+def _failed(tmp_path: Path, scenario: str) -> tuple[Cloud, RunOutcome, RunRow]:
+    """A Tunix run of ``scenario`` that fails: the cloud, the outcome and the stored run."""
+    cloud = _cloud(tmp_path, scenario, HF_TOKEN=HF_TOKEN)
+    outcome = _tunix_run(cloud).start()
+    row = cloud.store.run("0a1b2c3d")
+    assert outcome.status is RunStatus.FAILED
+    assert row is not None and row.status is RunStatus.FAILED
+    return cloud, outcome, row
+
+
 def test_one_failing_worker_fails_the_run_with_its_tail_and_diagnosis_and_deletes_the_vm(
     tmp_path: Path,
 ) -> None:
-    cloud = _cloud(tmp_path, "failing_worker.yaml", HF_TOKEN=HF_TOKEN)
-    outcome = _tunix_run(cloud).start()
-
-    assert outcome.status is RunStatus.FAILED
+    cloud, outcome, _ = _failed(tmp_path, "failing_worker.yaml")
     error = outcome.error or ""
     assert error.startswith("training failed on worker 2 (exit 1): Out of HBM while running")
     assert "batch_size=1" in error  # the seed's fix, from the diagnosis
     assert "Attempting to reserve 30.31G. Only 29.35G free." in error  # the worker's tail
     assert cloud.nodes() == {}
     assert [state for _, _, state in _live(cloud)] == ["deleted"]
-    row = cloud.store.run("0a1b2c3d")
-    assert row is not None and row.status is RunStatus.FAILED
     # the steps worker 0 logged before the failure are kept
     assert len(cloud.store.steps("0a1b2c3d")) == 5
+
+
+def test_a_failure_no_signature_knows_is_explained_by_its_wording_in_the_runs_error(
+    tmp_path: Path,
+) -> None:
+    cloud, outcome, row = _failed(tmp_path, "unknown_failure.yaml")
+    assert row.error is not None
+    assert row.error.startswith("training failed on worker 1 (exit 1)")
+    assert "Authentication and permissions (by its wording, confidence 0." in row.error
+    assert "line 4 of train/1.log" in row.error
+    assert "RefreshError: ('invalid_grant" in row.error  # the fix quotes the line
+    assert outcome.error == row.error
+    assert any("no known error in the run's logs" in m for m in cloud.display.messages)
+    assert cloud.nodes() == {}
 
 
 def test_a_runtime_the_zone_does_not_offer_fails_the_create_and_leaves_nothing(
@@ -288,8 +308,12 @@ def test_a_spot_vm_taken_back_before_it_is_used_fails_the_run_and_is_deleted(
 
 def test_a_worker_that_misses_chips_stops_the_run_before_training(tmp_path: Path) -> None:
     cloud = _cloud(tmp_path, "missing_chips.yaml", HF_TOKEN=HF_TOKEN)
-    with pytest.raises(TpuTrainerError, match="worker 1 sees 2 local JAX devices; v6e-4x4 has 4"):
+    with pytest.raises(
+        TpuTrainerError, match="worker 1 sees 2 local JAX devices; v6e-4x4 has 4"
+    ) as err:
         _tunix_run(cloud).start()
+    assert err.value.fix.startswith("check the runtime version and the install log (")
+    assert err.value.fix.endswith("/0a1b2c3d/install/1.log)")
     assert not any("train.pid" in " ".join(c) for c in recorded_calls(cloud.state))
     assert cloud.nodes() == {}
 

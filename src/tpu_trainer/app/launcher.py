@@ -25,7 +25,7 @@ from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.stages import Stages
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.store.db import RunStatus, RunStore
+from tpu_trainer.store.db import RunRow, RunStatus, RunStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +92,7 @@ class Launcher(ABC):
             outcome.error = e.message
             raise
         finally:
-            row = self.store.run(self.run_id)
+            row = self._explained(outcome, self.store.run(self.run_id))
             outcome.status = row.status if row else RunStatus.FAILED
             from tpu_trainer.metrics.ledger import timeline_chart
 
@@ -101,6 +101,25 @@ class Launcher(ABC):
             if self.reports_stored_error and row and row.error and outcome.error is None:
                 outcome.error = row.error
         return outcome
+
+    def _explained(self, outcome: RunOutcome, row: RunRow | None) -> RunRow | None:
+        """A failed run's error with the family classifier's explanation added, when its logs
+        hold a line it recognises and no known fatal error (:mod:`tpu_trainer.app.explain`);
+        read once, after the run. The row as the store has it then."""
+        if row is None or row.status is not RunStatus.FAILED:
+            return row
+        from tpu_trainer.app.explain import explain
+
+        # an explanation is a hint: a log it cannot read must not hide how the run ended
+        with contextlib.suppress(Exception):
+            found = explain(self.run_dir)
+            if found is not None:
+                note = found.describe()
+                self.store.update_run(self.run_id, error=_joined(row.error, note))
+                self.display.warn(f"no known error in the run's logs; {note}")
+                if outcome.error is not None or not self.reports_stored_error:
+                    outcome.error = _joined(outcome.error, note)
+        return self.store.run(self.run_id)
 
     def _refresh_report(self) -> None:
         """The README figures again, now that the teardown has ended (it counts too)."""
@@ -153,3 +172,8 @@ class Launcher(ABC):
     def _stop(self) -> None:
         """Called before the teardown when the steps did not finish (default: nothing)."""
         return
+
+
+def _joined(error: str | None, note: str) -> str:
+    """``error`` and ``note`` in one message (the store keeps 4000 characters)."""
+    return (f"{error}; {note}" if error else note)[:4000]

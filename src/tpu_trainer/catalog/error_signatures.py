@@ -92,6 +92,10 @@ class Family:
     fix: str
     """What to check for such a line: the command or setting, with ``{message}``, ``{zone}``
     and the other :data:`CLASSIFIED_FIELDS` the line provides."""
+    requires: re.Pattern[str] | None = None
+    """What a line the classifier puts in this family must also hold (``classify_requires``:
+    the family's own vocabulary, such as the TPU, XLA or JAX a TPU runtime line names); a line
+    without it stays unmatched however its other words read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,7 +229,20 @@ def _family(name: str, raw: Mapping[str, object]) -> Family:
     unknown = sorted(set(_PLACEHOLDER.findall(cause + fix)) - set(CLASSIFIED_FIELDS))
     if unknown:
         raise CatalogError(f"{where}: placeholders a classified line cannot fill: {unknown}")
-    return Family(id=fam_id, title=title, summary=summary, cause=cause, fix=fix)
+    extra = sorted(set(raw) - {*keys, "classify_requires"})
+    if extra:
+        raise CatalogError(f"{where}: unknown keys {', '.join(extra)}")
+    requires = raw.get("classify_requires")
+    if requires is not None and not (isinstance(requires, str) and requires):
+        raise CatalogError(f"{where}: classify_requires must be a pattern")
+    return Family(
+        id=fam_id,
+        title=title,
+        summary=summary,
+        cause=cause,
+        fix=fix,
+        requires=_compile(where, requires, re.IGNORECASE) if requires else None,
+    )
 
 
 def _signature(name: str, raw: Mapping[str, object], families_: set[str]) -> Signature:

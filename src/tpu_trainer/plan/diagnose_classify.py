@@ -5,12 +5,14 @@ A multinomial naive Bayes model over the words, word pairs and character 3–5-g
 per error family and one, ``none``, for lines that read as errors but belong to no family (other
 tools' errors, warnings a healthy run prints). Its counts are data:
 ``catalog/error_classifier.json``, built by ``tools/build_diagnose_classifier.py`` from the
-corpus' dev split and the services' message formats (:func:`train` here is that build).
+corpus and the services' message formats (:func:`train` here is that build).
 
 Only lines that read as errors are classified (:func:`reads_as_error`: a failure word, an
 exception name, a status code, an exit code; never INFO or DEBUG lines nor source lines shown in
 a traceback), and only when no signature matched them. A verdict counts when the most likely
-class is a family and its confidence reaches the model's threshold.
+class is a family, its confidence reaches the model's threshold, and the line holds what the
+family requires of it (``classify_requires`` in ``error_families.yaml``: a TPU runtime line names
+the TPU, XLA, JAX or a device; another framework's assertion does not).
 
 Plain Python: a line's score is a sum of looked-up log-probabilities.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from itertools import pairwise
 
+from tpu_trainer.catalog.error_signatures import catalog
 from tpu_trainer.plan.word_trie import trie_pattern
 
 NONE = "none"
@@ -71,9 +74,15 @@ _NOT_ERROR = re.compile(
     r"(?:^|[\s\]|:])(?:INFO|DEBUG)(?:[\s:\]|]|$)"
     r"|^[\d\-:. T]+:?\s+I\s\S+:\d+\]|^\S*\s*I\s\d\d-\d\d\s"
     r"|^\s*(?:raise\s|except\b|if\b|def\b|return\b|logger\.|logging\.|print\(|warnings\.warn"
-    r"|File \"|\[XPK\]\s+Task:)"
+    r"|File \"|\[XPK\]\s+Task:|@\s+0x[0-9a-f]+\s)"
+    r"|^(?:(?!Error: ).)*Unable to initialize backend '[^']*':"
+    r"(?!.*\((?:set JAX_PLATFORMS|you may need to uninstall))"
 )
-"""Lines logged at INFO or DEBUG, and source lines shown in tracebacks: never classified."""
+"""Lines logged at INFO or DEBUG, source lines and native stack frames (``@ 0x7f... (unknown)``)
+shown in tracebacks, and JAX's backend probe
+(``Unable to initialize backend '<name>': ...`` logged, not raised: JAX tries every backend it
+knows and logs each one that fails at INFO; a raised one follows an exception name or ends with
+its ``(set JAX_PLATFORMS=...)`` advice): never classified."""
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
 _QUOTED = re.compile(r"([\"'`])([^\"'`\s]{1,80})\1")
@@ -228,8 +237,13 @@ def training_examples(texts: Iterable[tuple[str, str]]) -> list[tuple[str, str]]
 class Classifier:
     """Verdicts of a :class:`Model` on single lines."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, requires: Mapping[str, re.Pattern[str]] | None = None) -> None:
+        """``requires``: per family, what a line put in it must hold (by default the catalog's
+        ``classify_requires``)."""
         self.model = model
+        if requires is None:
+            requires = {f.id: f.requires for f in catalog().families if f.requires is not None}
+        self.requires = dict(requires)
         width = len(model.classes)
         totals = [0] * width
         for pairs in model.counts.values():
@@ -261,9 +275,13 @@ class Classifier:
 
     def classify(self, line: str) -> Verdict | None:
         """The family of ``line`` when its most likely class is a family with a confidence at
-        the model's threshold or above; None otherwise (``none``, unsure, nothing known)."""
+        the model's threshold or above and the line holds what the family requires; None
+        otherwise (``none``, unsure, nothing known, another field's wording)."""
         found = self.verdict(line)
         if found is None or found.family == NONE or found.confidence < self.model.threshold:
+            return None
+        needed = self.requires.get(found.family)
+        if needed is not None and needed.search(line) is None:
             return None
         return found
 

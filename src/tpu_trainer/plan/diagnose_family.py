@@ -12,6 +12,8 @@ from tpu_trainer.plan.diagnose_match import Match, excerpt, fill
 
 CLASSIFIED_SOURCE = "family classifier (catalog/error_classifier.json)"
 """The ``source`` of a family-level match."""
+BY_WORDING = " (by its wording)"
+"""What a family-level match's title adds to its family's title."""
 
 
 class Classified:
@@ -52,7 +54,7 @@ def _classified(family: Family, verdict: Verdict, number: int, text: str) -> Mat
     return Match(
         signature=f"{family.id}-classified",
         family=family.id,
-        title=f"{family.title} (by its wording)",
+        title=family.title + BY_WORDING,
         cause=fill(family.cause, values),
         fix=fill(family.fix, values),
         severity="warning",

@@ -61,3 +61,20 @@ def worker_failure(
     where = run_dir / ("train" if what == "training" else what) / f"{worker}.log"
     message = head + "\n" + "\n".join(tail)
     return message, found[0].fix if found else f"see {where}"
+
+
+DEVICE_NEXT_STEP = "check the runtime version and the install log"
+"""What to look at when the device check fails without a known error."""
+
+
+def device_check_fix(log: str, install_log: Path) -> str:
+    """The fix of a failed device check from the worker's output: a known error's fix; for a
+    line only the family classifier recognises, the family's fix and then the usual next step
+    (a family's fix is generic); else the next step, naming the install log."""
+    found = diagnose(log.splitlines())
+    next_step = f"{DEVICE_NEXT_STEP} ({install_log})"
+    if not found:
+        return next_step
+    if found[0].classified:
+        return f"{found[0].fix} If that is not it, {next_step}."
+    return found[0].fix

@@ -12,6 +12,7 @@ deleted all the same. Secrets travel in the environment only and are redacted fr
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -47,7 +48,12 @@ from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.tpu_vm.cloud import TpuVmCloud
-from tpu_trainer.launchers.tpu_vm.ending import SshOutcome, taken_back, worker_failure
+from tpu_trainer.launchers.tpu_vm.ending import (
+    SshOutcome,
+    device_check_fix,
+    taken_back,
+    worker_failure,
+)
 from tpu_trainer.launchers.tpu_vm.follow import (
     READERS,
     STEP_PARSERS,
@@ -68,7 +74,6 @@ from tpu_trainer.launchers.tpu_vm.spec import TpuVmSpec
 from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 from tpu_trainer.launchers.tpu_vm.workers import WorkerShell
 from tpu_trainer.metrics.summary import summarize
-from tpu_trainer.plan.diagnose import diagnose
 from tpu_trainer.plan.plan import Plan
 from tpu_trainer.store.db import RunStatus, RunStore
 
@@ -291,9 +296,10 @@ class TpuVmRun(Launcher):
         out = self.shell.run(device_check_command(self.program), "devices", 600)
         problems = device_problems(out.logs, self.vm.slice)
         if problems or out.failed:
-            worker = min(out.failed) if out.failed else 0
-            found = diagnose(out.logs.get(worker, "").splitlines())
-            fix = found[0].fix if found else "check the runtime version and the install log"
+            named = [int(w) for w in re.findall(r"^worker (\d+)", "\n".join(problems), re.M)]
+            worker = min(out.failed) if out.failed else min(named, default=0)
+            log = self.run_dir / "install" / f"{worker}.log"
+            fix = device_check_fix(out.logs.get(worker, ""), log)
             message = "device check failed: " + "; ".join(problems or ["see the log"])
             stages.done("devices", "failed", message)
             raise TpuTrainerError(message, fix=fix)
