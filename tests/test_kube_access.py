@@ -57,7 +57,8 @@ def test_credentials_come_first_and_once_however_many_kubectl_commands_follow() 
     kubectl = Kubectl(runner, access=access())
     kubectl.get("clusterqueue", "cluster-queue")
     kubectl.list_objects("pods", selector="a=b")
-    assert kubectl.argv("logs", "p") == ["kubectl", "logs", "p"]
+    context = "--context=gke_demo-project_us-central1_demo-cluster"
+    assert kubectl.argv("logs", "p") == ["kubectl", context, "logs", "p"]
     assert runner.argvs[0] == GET_CREDENTIALS
     assert [a[0] for a in runner.argvs] == ["gcloud", "kubectl", "kubectl"]
 

@@ -78,10 +78,13 @@ class Kubectl:
 
     def argv(self, *args: str) -> list[str]:
         """The argv of ``kubectl ARGS`` on this cluster, to run now: the cluster's credentials
-        are fetched first (once per process)."""
+        are fetched first (once per process), and the command names the context they made, so
+        a user switching kubectl's current context meanwhile does not move the run."""
+        context = self.context
         if self.access is not None:
             self.access.ensure(self.runner)
-        return ["kubectl", *([f"--context={self.context}"] if self.context else []), *args]
+            context = context or self.access.context
+        return ["kubectl", *([f"--context={context}"] if context else []), *args]
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         ns = [f"--namespace={namespace}"] if namespace else []

@@ -97,6 +97,8 @@ def apply_fix(finding: Finding, kubectl: Kubectl, runner: CommandRunner) -> None
     """Carry out one finding's fix (its manifest checked with :func:`check_fixes` first)."""
     if finding.manifest is not None:
         result = kubectl.apply(finding.manifest)
+    elif finding.argv[:1] == ("kubectl",):  # on the run's cluster, like every kubectl call
+        result = runner.run(kubectl.argv(*finding.argv[1:]), timeout=120)
     else:
         result = runner.run(list(finding.argv), timeout=120)
     if not result.ok:
