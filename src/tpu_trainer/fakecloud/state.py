@@ -8,6 +8,7 @@ atomically. Commands may therefore run at the same time from many threads or pro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,17 @@ def advance(state: State, seconds: float) -> float:
     """Move the scenario's clock on by ``seconds``; returns the new time."""
     state["clock"] = clock(state) + seconds
     return float(state["clock"])
+
+
+def default_project_number(project: str) -> str:
+    """A twelve-digit number that stays the same for a project id (a scenario may set its own)."""
+    digest = int(hashlib.sha256(project.encode()).hexdigest(), 16)
+    return str(100_000_000_000 + digest % 900_000_000_000)
+
+
+def project_number(state: State) -> str:
+    """The scenario project's number (its ``project_number``, else the default for its id)."""
+    return str(state.get("project_number") or default_project_number(str(state["project"])))
 
 
 class FakeCloudError(Exception):

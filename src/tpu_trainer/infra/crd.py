@@ -44,6 +44,10 @@ CRD_FILES: Mapping[tuple[str, str], str] = {
     ("kueue.x-k8s.io", "ClusterQueue"): "kueue-v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
     ("kueue.x-k8s.io", "LocalQueue"): "kueue-v0.19.2/kueue.x-k8s.io_localqueues.yaml",
     ("kueue.x-k8s.io", "Workload"): "kueue-v0.19.2/kueue.x-k8s.io_workloads.yaml",
+    ("kueue.x-k8s.io", "AdmissionCheck"): "kueue-v0.19.2/kueue.x-k8s.io_admissionchecks.yaml",
+    ("kueue.x-k8s.io", "ProvisioningRequestConfig"): (
+        "kueue-v0.19.2/kueue.x-k8s.io_provisioningrequestconfigs.yaml"
+    ),
     ("jobset.x-k8s.io", "JobSet"): "jobset-v0.12.0/jobset.x-k8s.io_jobsets.yaml",
     ("ray.io", "RayCluster"): "kuberay-v1.7.0/ray.io_rayclusters.yaml",
 }

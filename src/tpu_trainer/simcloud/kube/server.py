@@ -166,6 +166,9 @@ class KubeServer:
     def _send(self, h: BaseHTTPRequestHandler, answer: Answer) -> None:
         with self._lock:
             self.requests.append((h.command, h.path, answer.code))
+        if answer.lost:  # made, but the client never hears so: the connection just ends
+            h.close_connection = True
+            return
         data = json.dumps(answer.body).encode()
         h.send_response(answer.code)
         h.send_header("Content-Type", "application/json")
