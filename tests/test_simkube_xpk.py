@@ -1,6 +1,7 @@
 """What the Kubernetes API emulator serves for the real xpk, without kubectl: Kueue's
 AdmissionCheck and ProvisioningRequestConfig, the controllers' Deployments kept once changed,
-RBAC's 403 for a scenario's forbidden kinds, a JobSet create whose answer is lost."""
+RBAC's 403 for a scenario's forbidden kinds, a JobSet create whose answer is lost; and the state
+file left unwritten by reads that change nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from test_simkube_units import SCENARIO
 from tpu_trainer.fakecloud import init_state
 from tpu_trainer.fakecloud.scenario import parse_scenario
-from tpu_trainer.fakecloud.state import read_state
+from tpu_trainer.fakecloud.state import read_state, transaction
 from tpu_trainer.simcloud.kube.api import KubeApi, Target
 from tpu_trainer.simcloud.kube.resources import find
 from tpu_trainer.simcloud.kube.status import KubeError
@@ -140,3 +141,14 @@ def test_a_jobset_create_whose_answer_is_lost_is_made_all_the_same(
     made = _post(state, Target(JOBSETS, "default"), _jobset())
     assert made.code == 201 and made.lost is lost
     assert "w" in read_state(state)["workloads"]
+
+
+def test_a_read_that_changes_nothing_leaves_the_state_file_as_it_was(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    before = state.stat().st_mtime_ns, state.stat().st_ino
+    with transaction(state) as data:
+        assert data["project"] == "p"
+    assert (state.stat().st_mtime_ns, state.stat().st_ino) == before
+    with transaction(state) as data:
+        data["seq"] += 1
+    assert state.stat().st_ino != before[1]  # written again (atomically, a new file)

@@ -126,3 +126,26 @@ def test_an_xpk_workload_is_deleted_as_xpk_workload_delete_deletes_it() -> None:
     target = Target(workload="w", cluster="demo-cluster", project="p", zone="us-central1-c")
     XpkSubmitter(cluster).cancel(target)
     assert cluster.argvs == [["kubectl", "delete", "jobset", "w", "--namespace=default"]]
+
+
+def test_the_jobsets_ending_once_read_is_not_asked_for_again(tmp_path: Path) -> None:
+    from tpu_trainer.app.display import SilentDisplay
+    from tpu_trainer.infra.kubectl import Kubectl
+    from tpu_trainer.launchers.gke.follow import KUEUE_WORKLOADS, Follower
+
+    done = {"status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    cluster = Cluster(kueue_ready=True)
+    cluster.objects["jobset"] = done
+    follower = Follower(
+        Kubectl(cluster),
+        cluster,
+        SilentDisplay(),
+        "w",
+        expected_pods=1,
+        log_path=tmp_path / "w.log",
+        on_line=lambda _line: None,
+    )
+    assert follower.ending() is not None and follower.ending() is not None
+    assert [a[1:3] for a in cluster.argvs] == [["get", "jobset"]]
+    # resource.version.group: kubectl finds it in its discovery cache (no refetch per call)
+    assert KUEUE_WORKLOADS.split(".")[:2] == ["workloads", "v1beta2"]

@@ -114,7 +114,7 @@ def write_state(path: Path | str, state: State) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        _save(path, state)
+        atomic_write(path, _text(state), mode=0o600, sync=False)
     return path
 
 
@@ -130,29 +130,37 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _load(path: Path) -> State:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _parse(path: Path, text: str) -> State:
+    data = json.loads(text)
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         raise FakeCloudError(f"{path} is not a fake-cloud state file (version {STATE_VERSION})")
     return data
 
 
-def _save(path: Path, state: State) -> None:
-    atomic_write(path, json.dumps(state, indent=1, sort_keys=False), mode=0o600, sync=False)
+def _load(path: Path) -> State:
+    return _parse(path, path.read_text(encoding="utf-8"))
+
+
+def _text(state: State) -> str:
+    return json.dumps(state, indent=1, sort_keys=False)
 
 
 @contextmanager
 def transaction(path: Path, call: list[str] | None = None) -> Iterator[State]:
     """Load the state under the lock, let the caller change it, save it (even when the caller
-    raises: a failing command still changes state, like a half-done real operation)."""
+    raises: a failing command still changes state, like a half-done real operation). A state
+    the caller left as it was is not written again (most reads change nothing)."""
     with _locked(path):
-        state = _load(path)
+        before = path.read_text(encoding="utf-8")
+        state = _parse(path, before)
         if call is not None:
             state.setdefault("calls", []).append(list(call))
         try:
             yield state
         finally:
-            _save(path, state)
+            after = _text(state)
+            if after != before:
+                atomic_write(path, after, mode=0o600, sync=False)
 
 
 def read_state(path: Path | str) -> State:
