@@ -130,7 +130,6 @@ def test_the_builder_reads_a_sub_command_file() -> None:
 def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "state.json"
     state = initial_state(load_scenario(SCENARIO))
-    state["k8s"] = {}  # the failover cluster without the Kueue objects xpk left on it
     state["resource_policies"] = {}
     k8s.put(state, k8s.local_queue())  # what the tool's configure stage applies
     write_state(path, state)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RECIPES, RECIPES_ROOT, cli_env
-from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from conftest import RECIPES, RECIPES_ROOT, cli_env, run_commands
+from tpu_trainer.fakecloud.state import read_state
 
 pytestmark = pytest.mark.e2e
 
@@ -110,13 +110,9 @@ def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path
         ("res-first", "exhausted"),
         ("res-next", "created"),
     ]
-    creates = [
-        c
-        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
-        if c[:3] == ["xpk", "workload", "create"]
-    ]
-    names = {next(a for a in c if a.startswith("--workload=")) for c in creates}
-    assert len(creates) == 2 and len(names) == 1  # the same run_name: MaxText restores
+    creates = [c for c in run_commands(tmp_path) if c[0] == "bash"]  # xpk workload create
+    names = [r[0] for r in db.execute("SELECT name FROM resources WHERE kind = 'workload'")]
+    assert len(creates) == 2 and len(names) == 2 and len(set(names)) == 1  # MaxText restores
     log = next((tmp_path / "store" / "runs").glob("*/worker0.log")).read_text(encoding="utf-8")
     assert "restoring from this run's directory step 30" in log
     assert "completed step: 31," in log.split("restoring from this run's directory")[1]

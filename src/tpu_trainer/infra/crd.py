@@ -48,6 +48,7 @@ CRD_FILES: Mapping[tuple[str, str], str] = {
     ("kueue.x-k8s.io", "ProvisioningRequestConfig"): (
         "kueue-v0.19.2/kueue.x-k8s.io_provisioningrequestconfigs.yaml"
     ),
+    ("kueue.x-k8s.io", "Topology"): "kueue-v0.19.2/kueue.x-k8s.io_topologies.yaml",
     ("jobset.x-k8s.io", "JobSet"): "jobset-v0.12.0/jobset.x-k8s.io_jobsets.yaml",
     ("ray.io", "RayCluster"): "kuberay-v1.7.0/ray.io_rayclusters.yaml",
 }
