@@ -3,6 +3,7 @@ configured reservations in priority order, and return the zone to submit to."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
@@ -55,6 +56,8 @@ class Provisioner:
     attempts: list[Attempt] = field(default_factory=list)
     cluster: Cluster | None = None
     """The cluster as the prerequisites found it (not asked for again)."""
+    pools: list[NodePool] | None = None
+    """Its node pools as the prerequisites found them, before the run (not asked for again)."""
     policy_ready: bool = False
     """The workload policy is known to exist (asked or made once per run, not per attempt)."""
     project_number: str | None = None
@@ -80,7 +83,9 @@ class Provisioner:
                 fix="check cluster_name/region in the configuration, or create the cluster with "
                 "`xpk cluster create`",
             )
-        pools = self.gcloud.node_pools(cfg.cluster_name, cfg.region)
+        pools = self.pools
+        if pools is None:
+            pools = self.gcloud.node_pools(cfg.cluster_name, cfg.region)
         self.store.update_run(self.run_id, pools_before=[p.name for p in pools])
         existing = self._usable_existing(pools)
         if existing is not None:
@@ -192,8 +197,13 @@ class Provisioner:
         per run), then create the node pools with gcloud (xpk 1.x ``cluster adapt`` makes
         none)."""
         zone = choice.survey.zone or self.config.default_zone
-        if self.adapt_with_xpk and not self.adapt_settled and self._adapt_wanted(pools):
-            self._adapt(choice, zone)
+        if self.adapt_with_xpk and not self.adapt_settled:
+            # Kueue is read while the workload policy is asked for (and made): neither waits
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                wanted = pool.submit(self._adapt_wanted, pools)
+                self._ensure_workload_policy()
+                if wanted.result():
+                    self._adapt(choice, zone)
         self.adapt_settled = True
         return self._gcloud_create(choice, zone, node_version)
 

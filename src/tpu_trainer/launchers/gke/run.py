@@ -256,6 +256,7 @@ class GkeRun(Launcher):
             self.display,
             poll_seconds=self.poll_seconds,
             cluster=ready.cluster,
+            pools=ready.pools,
             project_number=ready.project_number,
             adapt_with_xpk=self._submitter.kueue.adapt_with_xpk,
         )
