@@ -175,3 +175,26 @@ def new_run(
         zone=values["zone"],
         plan_json=None,
     )
+
+
+def run_commands(tmp_path: Path) -> list[list[str]]:
+    """The commands a CLI test's run ran itself (its run store under ``tmp_path/store``), the
+    tool as its bare name. The simulated cloud's call log holds the gcloud calls xpk made too."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "store" / "runs.db")
+    try:
+        rows = db.execute("SELECT argv FROM commands ORDER BY id").fetchall()
+    finally:
+        db.close()
+    return [[Path(a[0]).name, *a[1:]] for a in (json.loads(r) for (r,) in rows) if a]
+
+
+def submit_scripts(tmp_path: Path) -> list[str]:
+    """The text of each submit script a CLI test's run ran (``bash submit_<model>.sh``)."""
+    return [
+        Path(c[1]).read_text(encoding="utf-8")
+        for c in run_commands(tmp_path)
+        if c[0] == "bash" and len(c) > 1
+    ]

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tpu_trainer.fakecloud import (
@@ -53,9 +52,6 @@ BASE: dict[str, Any] = {
     "resource_policies": [POLICY],
     "behaviours": {"conflict_on_create": ["stuck-pool"]},
 }
-
-# xpk's own parser checks every fake xpk call: scripts/test.sh installs it (a missing xpk fails).
-needs_xpk = pytest.mark.xpk
 
 
 @dataclass

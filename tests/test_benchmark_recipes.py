@@ -235,9 +235,9 @@ def test_submit_script_hands_the_pod_the_planned_arguments_and_flags(
     relative: str, tmp_path: Path, fake_bin: Path
 ) -> None:
     plan = plan_for(relative)
-    code, calls, err = _run_submit(plan, tmp_path, fake_bin, {})
+    code, calls, err = _run_submit(plan, tmp_path, fake_bin, {"PROJECT_NUMBER": "123456789012"})
     assert code == 0, err
-    assert calls == [submitted_argv(plan)]
+    assert calls == [submitted_argv(plan, project_number="123456789012")]
     command = next(a for a in calls[0] if a.startswith("--command=")).removeprefix("--command=")
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True

@@ -1,12 +1,11 @@
-"""The fake cluster: the real kubectl against it, the pods of submitted workloads, the fake xpk
-(checked by xpk's own parser, about a second each) and the shims that put the tools on PATH."""
+"""The fake cluster: the real kubectl against it, the pods of submitted workloads and the
+shims that put the tools on PATH."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +13,16 @@ import pytest
 
 from fake_cloud_setup import (
     CLUSTER,
-    PROJECT,
     Cloud,
     MakeCloud,
-    _pools,
     cloud_factory,
-    needs_xpk,
 )
 from tpu_trainer.fakecloud import (
     fake_cloud_env,
-    recorded_calls,
     write_shims,
 )
 from tpu_trainer.fakecloud.state import transaction
 from tpu_trainer.fakecloud.workloads import new_workload
-from tpu_trainer.infra.gcloud_errors import XpkFailure, classify
-from tpu_trainer.infra.kubectl import Kubectl
-from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
 from tpu_trainer.plan.slices import Slice
 
 
@@ -160,127 +152,14 @@ def test_pods_of_a_multi_host_slice(make_cloud: MakeCloud) -> None:
     assert wrong.returncode == 1 and "is not valid for pod" in wrong.stderr
 
 
-# ---- xpk ----------------------------------------------------------------------------------------
-def _adapt(cloud: Cloud, reservation: str, zone: str) -> subprocess.CompletedProcess[str]:
-    return cloud.run(
-        "xpk",
-        "cluster",
-        "adapt",
-        f"--cluster={CLUSTER}",
-        f"--project={PROJECT}",
-        f"--zone={zone}",
-        "--tpu-type=tpu7x-4x4x8",
-        "--num-slices=1",
-        f"--reservation={reservation}",
-    )
-
-
-@pytest.mark.e2e
-@needs_xpk
-@pytest.mark.xpk
-def test_xpk_rejects_an_unknown_flag_like_argparse(make_cloud: MakeCloud) -> None:
-    cloud = make_cloud()
-    proc = cloud.run(
-        "xpk",
-        "cluster",
-        "adapt",
-        f"--cluster={CLUSTER}",
-        f"--project={PROJECT}",
-        "--zone=us-central1-c",
-        "--tpu-type=tpu7x-4x4x8",
-        "--num-slice=1",
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("usage: xpk")
-    assert "xpk: error: unrecognized arguments: --num-slice=1" in proc.stderr
-    assert recorded_calls(cloud.state)[-1][:3] == ["xpk", "cluster", "adapt"]
-
-
-@pytest.mark.e2e
-@needs_xpk
-@pytest.mark.xpk
-def test_xpk_adapt_memory_limit_bug(make_cloud: MakeCloud) -> None:
-    cloud = make_cloud(behaviours={"xpk_memory_limit_bug": True})
-    proc = _adapt(cloud, "res-ok", "us-central1-c")
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("Traceback (most recent call last):")
-    assert proc.stderr.rstrip().endswith(
-        "AttributeError: 'Namespace' object has no attribute 'memory_limit'"
-    )
-    result = CommandResult(("xpk",), proc.returncode, proc.stdout, proc.stderr, 0.0)
-    assert classify(result) is XpkFailure.MEMORY_LIMIT
-    assert _pools(cloud) == {"default-pool": "RUNNING"}
-
-
-@pytest.mark.e2e
-@needs_xpk
-@pytest.mark.xpk
-def test_xpk_adapt_as_released_configures_kueue_but_makes_no_pool(make_cloud: MakeCloud) -> None:
-    cloud = make_cloud()
-    made = _adapt(cloud, "res-ok", "us-central1-c")
-    assert made.returncode == 0, made.stdout + made.stderr
-    assert _pools(cloud) == {"default-pool": "RUNNING"}
-    k = Kubectl(SubprocessRunner(env=cloud.env))
-    assert k.get("resourceflavor", "1xtpu7x-256") is not None
-
-
-@pytest.mark.e2e
-@needs_xpk
-@pytest.mark.xpk
-def test_xpk_adapt_then_workloads_succeed_and_fail(make_cloud: MakeCloud) -> None:
-    # the seed documents' xpk, whose adapt also made the node pools
-    cloud = make_cloud(
-        workloads={"pending_polls": 0}, behaviours={"xpk_adapt_creates_node_pools": True}
-    )
-    exhausted = _adapt(cloud, "res-exhausted", "us-central1-ai1a")
-    assert exhausted.returncode == 1 and "RESOURCE_EXHAUSTED" in exhausted.stdout
-    made = _adapt(cloud, "res-ok", "us-central1-c")
-    assert made.returncode == 0, made.stdout + made.stderr
-    assert _pools(cloud) == {"default-pool": "RUNNING", f"{CLUSTER}-np-0": "RUNNING"}
-    k = Kubectl(SubprocessRunner(env=cloud.env))
-    assert k.get("resourceflavor", "1xtpu7x-256") is not None
-    queue = k.get("clusterqueue", "cluster-queue")
-    assert queue is not None
-    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["name"] == "1xtpu7x-256"
-    cm = k.get("configmap", f"{CLUSTER}-resources-configmap", "default")
-    assert cm is not None and cm["data"] == {"tpu7x-256": "32"}
-    for name, exit_code, expected in (("ok-run", 0, 0), ("bad-run", 1, 125)):
-        with transaction(cloud.state) as state:
-            state["workload_defaults"]["exit_code"] = exit_code
-        created = cloud.run(
-            "xpk",
-            "workload",
-            "create",
-            f"--cluster={CLUSTER}",
-            f"--project={PROJECT}",
-            "--zone=us-central1-c",
-            "--device-type=tpu7x-4x4x8",
-            "--num-slices=1",
-            "--docker-image=img",
-            f"--workload={name}",
-            "--command=echo hi",
-        )
-        assert created.returncode == 0, created.stdout
-        waited = cloud.run(
-            "xpk",
-            "workload",
-            "list",
-            f"--cluster={CLUSTER}",
-            f"--project={PROJECT}",
-            "--zone=us-central1-c",
-            f"--wait-for-job-completion={name}",
-            "--timeout=60",
-        )
-        assert waited.returncode == expected, waited.stdout
-    assert set(cloud.data()["workloads"]) == {"ok-run", "bad-run"}
-
-
 @pytest.mark.unit
 def test_shims_are_sh_scripts_running_this_python(tmp_path: Path) -> None:
-    (tmp_path / "kubectl").write_text("#!/bin/sh\n", encoding="utf-8")  # an earlier version's
+    for retired in ("kubectl", "xpk"):  # an earlier version's stand-ins
+        (tmp_path / retired).write_text("#!/bin/sh\n", encoding="utf-8")
     write_shims(tmp_path, python="/opt/py/bin/python")
     assert not (tmp_path / "kubectl").exists()  # kubectl is the real one, never a shim
-    for tool in ("gcloud", "xpk", "gcluster"):
+    assert not (tmp_path / "xpk").exists()  # and so is xpk
+    for tool in ("gcloud", "gcluster"):
         text = (tmp_path / tool).read_text(encoding="utf-8")
         assert text.startswith("#!/bin/sh\n")
         assert f'exec /opt/py/bin/python -m tpu_trainer.fakecloud {tool} "$@"' in text

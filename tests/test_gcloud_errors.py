@@ -34,10 +34,7 @@ def test_real_gcloud_texts_are_classified(case: dict[str, Any]) -> None:
 
 
 def test_the_recording_covers_every_failure_the_provisioning_reads() -> None:
-    assert {XpkFailure(c["class"]) for c in _recorded()} == set(XpkFailure) - {
-        XpkFailure.MEMORY_LIMIT,  # xpk's, not gcloud's
-        XpkFailure.OTHER,
-    }
+    assert {XpkFailure(c["class"]) for c in _recorded()} == set(XpkFailure) - {XpkFailure.OTHER}
 
 
 OLD_OPERATION = (
@@ -57,7 +54,6 @@ OLD_OPERATION = (
     [
         (OLD_OPERATION, XpkFailure.CAPACITY),
         ("[XPK] No available resources in reservation r", XpkFailure.CAPACITY),
-        ("ValueError: memory_limit must be set", XpkFailure.MEMORY_LIMIT),
         (
             "ERROR: ... ResponseError: code=409, message=Already exists: x/nodePools/np.",
             XpkFailure.ALREADY_EXISTS,

@@ -23,7 +23,7 @@ from tpu_trainer.fakecloud.state import STATE_ENV, read_state, write_state
 from tpu_trainer.fakecloud.workloads import jobset_json, pods
 from tpu_trainer.infra.gcluster_flags import check_gcluster_command, load_model
 from tpu_trainer.infra.runner import CommandResult
-from tpu_trainer.infra.xpk import WaitOutcome, Xpk
+from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke.submitter import (
     GCLUSTER,
@@ -31,6 +31,7 @@ from tpu_trainer.launchers.gke.submitter import (
     GclusterSubmitter,
     OwnPolicy,
     Target,
+    WaitOutcome,
     XpkSubmitter,
     gcluster_cancel_argv,
 )
@@ -309,7 +310,8 @@ def test_teardown_cancels_a_gcluster_workload_with_gcluster(tmp_path: Path) -> N
         "gcluster", "job", "cancel", "w-gcluster", "--cluster=demo-cluster",
         "--location=us-central1-c", "--project=demo-project",
     ] in runner.calls  # fmt: skip
-    assert any(c[:3] == ["xpk", "workload", "delete"] for c in runner.calls)  # stored before
+    # stored before the submitter was recorded: an xpk workload, deleted as xpk deletes it
+    assert ["kubectl", "delete", "jobset", "w-None", "--namespace=default"] in runner.calls
 
 
 def test_a_job_gcluster_no_longer_finds_is_recorded_as_gone(tmp_path: Path) -> None:
@@ -342,7 +344,7 @@ def test_the_policy_gcluster_makes_for_itself_is_recorded_and_one_already_there_
     # held by the run now: not asked again; xpk never makes one of its own
     assert own.before_submit(gcluster, POLICY) is None
     assert made.asked == 2
-    xpk = XpkSubmitter(Xpk(_Runner()))  # type: ignore[arg-type]
+    xpk = XpkSubmitter(_Runner())  # type: ignore[arg-type]
     assert OwnPolicy(store, _Gcloud(), "r1", "p", "us-central1").before_submit(xpk, POLICY) is None  # type: ignore[arg-type]
     there = _Gcloud(True)
     other = _store(tmp_path / "b")
@@ -350,12 +352,22 @@ def test_the_policy_gcluster_makes_for_itself_is_recorded_and_one_already_there_
     assert other.resources("r1") == []
 
 
-def test_xpk_waits_keep_the_exit_code_an_unknown_failure_is_reported_with() -> None:
+def test_both_submitters_wait_on_the_jobsets_own_condition_and_run_nothing_for_it() -> None:
+    from tpu_trainer.infra.poll import FakeClock
+    from tpu_trainer.launchers.gke.jobset import JobSetEnding
+
     target = Target(workload="w", cluster="demo-cluster", project="p", zone="us-central1-a")
-    odd = CommandResult(("xpk",), 3, "", "boom", 0.0)
-    xpk = XpkSubmitter(Xpk(_Runner({"xpk workload list": odd})))  # type: ignore[arg-type]
-    assert xpk.wait_code is None
-    assert xpk.wait(target, lambda: None, 60) is WaitOutcome.ERROR
-    assert xpk.wait_code == 3
-    gcluster = GclusterSubmitter(_Runner())  # type: ignore[arg-type]
-    assert gcluster.wait_code is None
+    for kind in (XpkSubmitter, GclusterSubmitter):
+        runner = _Runner()
+        reads: list[JobSetEnding | None] = [
+            JobSetEnding("Failed", "FailedJobs", "x", 0),
+            None,
+            None,
+        ]
+        waiter = kind(runner, poll_seconds=5, clock=FakeClock())  # type: ignore[arg-type]
+        assert waiter.wait(target, reads.copy().pop, 60) is WaitOutcome.FAILED
+        assert runner.calls == []
+        clock = FakeClock()
+        never = kind(runner, poll_seconds=5, clock=clock)  # type: ignore[arg-type]
+        assert never.wait(target, lambda: None, 60) is WaitOutcome.TIMEOUT
+        assert clock.now() >= 60

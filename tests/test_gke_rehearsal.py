@@ -1,5 +1,6 @@
 """The whole GKE pipeline against the simulated cloud (the real gcloud against the emulated
-GKE and Compute APIs, the real kubectl against the emulated Kubernetes API, stand-in xpk): failover, fallback, crash clean-up."""
+GKE and Compute APIs, the real kubectl and the real xpk 1.16 against the emulated Kubernetes
+API): failover, xpk cluster adapt failing, crash clean-up."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GOLDEN, RECIPES, RECIPES_ROOT, cli_env
+from conftest import GOLDEN, RECIPES, RECIPES_ROOT, cli_env, run_commands
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 from tpu_trainer.simcloud.rehearsal import recorded_problems
 
@@ -90,27 +91,36 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
         ("res-ok", "created"),
     ]
     assert "res-exhausted" in proc.stderr and "res-degraded" in proc.stderr
+    assert "xpk cluster adapt configured Kueue" in proc.stderr  # the real adapt, once
+    commands = run_commands(tmp_path)
+    (adapt,) = [c for c in commands if c[0] == "xpk"]
+    assert adapt[:3] == ["xpk", "cluster", "adapt"] and "--reservation=res-exhausted" in adapt
+    (submit,) = [c for c in commands if c[0] == "bash"]
+    script = Path(submit[1]).read_text(encoding="utf-8")
+    assert 'export ZONE="us-central1-c"' in script and "xpk workload create" in script
+    # xpk itself ran (its gcloud calls went through the rehearsal's gcloud to the emulators)
     calls = recorded_calls(tmp_path / "rehearsal" / "state.json")
-    creates = [c for c in calls if c[:3] == ["xpk", "workload", "create"]]
-    assert len(creates) == 1
-    assert "--zone=us-central1-c" in creates[0]
+    assert any(c[:4] == ["gcloud", "monitoring", "dashboards", "list"] for c in calls)
     (run_id,) = db.execute("SELECT id FROM runs").fetchone()
-    gcloud = [" ".join(c[1:5]) for c in calls if c[0] == "gcloud"]
-    # Each gcloud call costs about a second of start-up; the run makes 15 and no more:
-    # auth list, clusters describe, node-pools list (the pools before the run), one reservations
-    # list for all three, get-credentials (once, before the first kubectl command), node-pools
-    # list after the one xpk cluster adapt (it configured Kueue and made no pool, so the next
-    # reservation goes straight to gcloud), the workload policy described and created once,
-    # node-pools create twice (exhausted, then made: its JSON answer says RUNNING, no describe
-    # after it), describe after the exhausted create; teardown: delete, describe, one list
-    # (policy users and the final check), policy delete.
+    gcloud = [" ".join(c[1:5]) for c in commands if c[0] == "gcloud"]
+    # Each gcloud call costs about half a second of start-up; the tool makes 15 and no more:
+    # auth list, projects describe (the number xpk is given, asked beside the cluster),
+    # clusters describe, node-pools list (the pools before the run), one reservations list for
+    # all three, get-credentials (once, before the first kubectl), the workload policy described and
+    # created once, node-pools create twice (exhausted, then made: its JSON answer says RUNNING,
+    # no describe after it), describe after the exhausted create; teardown: delete, describe,
+    # one list (policy users and the final check), policy delete. No xpk wait or delete: the
+    # workload's end is its JobSet's condition, and kubectl deletes it.
     assert len(gcloud) <= 15, gcloud
     assert gcloud.count("container clusters get-credentials demo-cluster") == 1
-    adapts = [c for c in calls if c[:3] == ["xpk", "cluster", "adapt"]]
-    assert len(adapts) == 1, adapts
+    assert gcloud.count("projects describe demo-project --format=value(projectNumber)") == 1
     assert gcloud.count("beta compute reservations list") == 1
     assert gcloud.count("compute resource-policies describe tpu7x-128-4x4x4-placement-policy") == 1
     assert gcloud.count("container node-pools describe tpt-" + run_id[:8] + "-tpu7x-128") == 2
+    kubectl = [c for c in commands if c[0] == "kubectl"]
+    context = "--context=gke_demo-project_us-central1_demo-cluster"
+    assert kubectl and all(c[1] == context for c in kubectl)  # the context get-credentials made
+    assert next(c for c in kubectl if c[2] == "delete")[2:4] == ["delete", "jobset"]
     zone, status = db.execute("SELECT zone, status FROM runs").fetchone()
     assert (zone, status) == ("us-central1-c", "succeeded")
     assert _pool_names(state) == ["default-pool"]
@@ -121,11 +131,26 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
     assert recorded_problems(tmp_path / "rehearsal") == []
 
 
-def test_rehearsal_memory_limit_bug_falls_back_to_gcloud_with_the_exact_flags(
+def test_a_failing_xpk_cluster_adapt_is_xpks_own_and_gcloud_makes_the_pool_with_the_exact_flags(
     tmp_path: Path, update_golden: bool
 ) -> None:
-    proc, _ = _train(tmp_path, "memory_limit.yaml")
+    """Kueue lacks the slice, so xpk cluster adapt runs, for real: the API server refuses the
+    account its PriorityClasses (RBAC's 403), xpk applies the rest and fails. The run goes on:
+    gcloud beta makes the pool, and the run succeeds."""
+    proc, _ = _train(tmp_path, "adapt_forbidden.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (adapt,) = [c for c in run_commands(tmp_path) if c[:3] == ["xpk", "cluster", "adapt"]]
+    assert "--skip-validation" in adapt and any(a.startswith("--project-number=") for a in adapt)
+    row = (
+        _store(tmp_path)
+        .execute(
+            "SELECT exit_code, stdout_tail || stderr_tail FROM commands WHERE argv LIKE '%adapt%'"
+        )
+        .fetchone()
+    )
+    assert row[0] == 1  # xpk's own exit code, and its own words:
+    assert "XPK failed, error code 1" in row[1] and "is forbidden" in row[1]
+    assert "xpk cluster adapt failed (exit 1" in proc.stderr
     calls = recorded_calls(tmp_path / "rehearsal" / "state.json")
     creates = [c for c in calls if c[:5] == ["gcloud", "beta", "container", "node-pools", "create"]]
     assert len(creates) == 1
@@ -133,7 +158,7 @@ def test_rehearsal_memory_limit_bug_falls_back_to_gcloud_with_the_exact_flags(
     text = " \\\n  ".join(shlex.quote(a) for a in creates[0]).replace(run_id[:8], "<run>") + "\n"
     from conftest import check_golden
 
-    check_golden(GOLDEN / "rehearsal_memory_limit_fallback.txt", text, update_golden)
+    check_golden(GOLDEN / "rehearsal_gcloud_create_after_adapt.txt", text, update_golden)
     policy = [
         c
         for c in calls

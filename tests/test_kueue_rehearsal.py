@@ -25,7 +25,7 @@ from tpu_trainer.infra.kube_access import KubeAccess
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import FakeClock
 from tpu_trainer.infra.runner import CommandResult, SubprocessRunner
-from tpu_trainer.launchers.gke.follow import Follower
+from tpu_trainer.launchers.gke.follow import KUEUE_WORKLOADS, Follower
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.simcloud.rehearsal import emulated_env
 
@@ -73,7 +73,7 @@ def test_the_waiting_line_shows_kueues_message_from_the_jobsets_workload(tmp_pat
     assert waiting and all(KUEUE_SAYS in line for line in waiting), display.messages
     assert follower.ending() is None  # still suspended: no terminal condition
     listed = [
-        r.argv for r in ran if r.argv[0] == "kubectl" and "workloads.kueue.x-k8s.io" in r.argv
+        r.argv for r in ran if r.argv[0] == "kubectl" and r.argv[2:4] == ("get", KUEUE_WORKLOADS)
     ]
     assert listed and all(
         any(a.startswith("--selector=kueue.x-k8s.io/job-uid=") for a in c) for c in listed

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import RECIPES, RECIPES_ROOT, cli_env
+from conftest import RECIPES, RECIPES_ROOT, cli_env, run_commands, submit_scripts
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
 
 SCENARIOS = Path(__file__).resolve().parent / "fixtures" / "scenarios"
@@ -72,12 +72,9 @@ def _train(
 
 
 def _creates(calls: list[list[str]]) -> list[list[str]]:
-    """Every call that would make something in the cloud."""
-    return [
-        c
-        for c in calls
-        if "create" in c[:6] or c[:3] == ["xpk", "cluster", "adapt"] or c[1:2] == ["apply"]
-    ]
+    """Every call that would make something in the cloud (a gcloud create in the cloud's call
+    log; the tool's own xpk, submit script and kubectl apply in its run store)."""
+    return [c for c in calls if "create" in c[:6] or c[0] in ("xpk", "bash") or c[1:2] == ["apply"]]
 
 
 def _first(calls: list[list[str]], prefix: list[str]) -> int:
@@ -107,8 +104,8 @@ def test_two_slices_check_first_make_one_pool_per_slice_train_and_delete_both(
     first_create = min(calls.index(c) for c in _creates(calls))
     assert _first(calls, ["gcloud", "auth", "list"]) < first_create
     assert _first(calls, ["gcloud", "container", "clusters", "describe"]) < first_create
-    submit = next(c for c in calls if c[:3] == ["xpk", "workload", "create"])
-    assert "--num-slices=2" in submit
+    (script,) = submit_scripts(tmp_path)
+    assert '--num-slices="2"' in script and "xpk workload create" in script
     assert sorted(state["node_pools"]) == ["default-pool"]
     assert state["reservations"]["res-ok"]["in_use_hosts"] == 0
     db = _db(tmp_path)
@@ -128,7 +125,7 @@ def test_two_slices_on_a_cluster_without_multi_networking_stop_before_anything_i
     assert "multi-networking" in proc.stderr
     assert "--enable-multi-networking" in proc.stderr  # the fix is named
     assert "nothing was created" in proc.stderr
-    assert _creates(calls) == []
+    assert _creates(calls) == _creates(run_commands(tmp_path)) == []
     assert sorted(state["node_pools"]) == ["default-pool"]
     assert state["resource_policies"] == {}
     assert _db(tmp_path).execute("SELECT status FROM runs").fetchone()[0] == "failed"
@@ -145,6 +142,7 @@ def test_not_logged_in_stops_before_the_first_create_and_says_gcloud_auth_login(
     assert "no active account" in proc.stderr
     assert "show RUN" not in proc.stderr
     assert _creates(calls) == []
+    assert not (tmp_path / "store" / "runs.db").exists() or _creates(run_commands(tmp_path)) == []
     assert sorted(state["node_pools"]) == ["default-pool"]
 
 

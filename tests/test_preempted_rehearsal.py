@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RECIPES, RECIPES_ROOT
+from conftest import RECIPES, RECIPES_ROOT, run_commands
 from resume_checks import endings, live_resources, segments, store_db, the_run, tpu_trainer
-from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.fakecloud.state import read_state
 
 pytestmark = pytest.mark.e2e
 
@@ -84,13 +84,9 @@ def test_a_reclaimed_slice_resumes_on_the_next_reservation_and_finishes(tmp_path
         ("res-first", "exhausted"),
         ("res-next", "created"),
     ]
-    creates = [
-        c
-        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
-        if c[:3] == ["xpk", "workload", "create"]
-    ]
-    names = {next(a for a in c if a.startswith("--workload=")) for c in creates}
-    assert len(creates) == 2 and len(names) == 1  # the same run_name: MaxText restores
+    creates = [c for c in run_commands(tmp_path) if c[0] == "bash"]  # xpk workload create
+    names = [r[0] for r in db.execute("SELECT name FROM resources WHERE kind = 'workload'")]
+    assert len(creates) == 2 and len(names) == 2 and len(set(names)) == 1  # MaxText restores
     log = next((tmp_path / "store" / "runs").glob("*/worker0.log")).read_text(encoding="utf-8")
     assert "restoring from this run's directory step 30" in log
     assert "completed step: 31," in log.split("restoring from this run's directory")[1]
@@ -134,10 +130,6 @@ def test_a_transient_error_on_gke_is_retried_on_its_own_budget_on_new_capacity(
     why = "transient error: A TPU worker connection dropped (transient)"
     # the default --max-error-retries 1, whatever the preemption budget: one retry, then it fails
     assert segments(store_db(tmp_path), "n, cause") == [(1, why), (2, why)]
-    creates = [
-        c
-        for c in recorded_calls(tmp_path / "rehearsal" / "state.json")
-        if c[:3] == ["xpk", "workload", "create"]
-    ]
+    creates = [c for c in run_commands(tmp_path) if c[0] == "bash"]  # xpk workload create
     assert len(creates) == 2
     _nothing_left(tmp_path)

@@ -1,25 +1,25 @@
-"""The real xpk 1.16 against the emulators: its gcloud calls go to the emulated Google APIs, its
-kubectl calls and its Kubernetes Python client to the emulated cluster. Each xpk command is a
-Python start-up plus its own gcloud calls (tens of seconds on a busy machine): few of them."""
+"""The real xpk 1.16, the tool's (``runtime.xpk_runtime``), in a rehearsal's environment: its
+gcloud calls go through the rehearsal's gcloud to the emulated Google APIs, its kubectl calls
+and its Kubernetes Python client to the emulated cluster, its image check to the emulated
+registry, and nothing leaves the machine. Each xpk command is a Python start-up, its own gcloud
+calls and xpk's 10 s poll of every command it streams: few of them."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tpu_trainer.fakecloud import init_state
+from tpu_trainer.fakecloud import fake_cloud_env, init_state, recorded_calls, write_shims
 from tpu_trainer.fakecloud.scenario import parse_scenario
+from tpu_trainer.fakecloud.state import project_number, read_state
 from tpu_trainer.infra.runner import SubprocessRunner
 from tpu_trainer.runtime.xpk_runtime import install_xpk
-from tpu_trainer.simcloud.client_env import client_env
-from tpu_trainer.simcloud.gcloud_env import TOKEN, gcloud_env
-from tpu_trainer.simcloud.rehearsal import PLUGIN_TOKEN_ENV, kube_env, start_emulator
+from tpu_trainer.simcloud.rehearsal import emulated_env, recorded_problems
 
 pytestmark = pytest.mark.e2e
 
@@ -39,29 +39,21 @@ SCENARIO = {
         },
     ],
     "reservations": [{"name": "res-a", "zone": ZONE, "host_count": 4}],
+    "behaviours": {"missing_images": ["gcr.io/demo-project/gone"]},
 }
-WHERE = [f"--cluster={CLUSTER}", f"--project={PROJECT}", f"--zone={ZONE}"]
-NUMBER = "--project-number=123456789012"
-"""Cloud Resource Manager is not emulated: xpk takes the project number from its flag."""
-
-
-def _tool(name: str, how: str) -> str:
-    found = shutil.which(name) or shutil.which(name, path="/usr/bin")
-    if found is None:
-        pytest.fail(f"{name} is not installed: {how}")
-    return found
+WHERE = [f"--cluster={CLUSTER}", f"--project={PROJECT}", f"--zone={ZONE}", "--skip-validation"]
 
 
 @dataclass
 class Cloud:
     root: Path
     env: dict[str, str]
-    calls: Path
     xpk: str
 
     def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        number = f"--project-number={project_number(read_state(self.root / 'state.json'))}"
         return subprocess.run(
-            [self.xpk, *argv],
+            [self.xpk, *argv, *WHERE, number],
             env=self.env,
             cwd=self.root,
             capture_output=True,
@@ -70,12 +62,12 @@ class Cloud:
             check=False,
         )
 
-    def logged(self) -> list[str]:
-        return self.calls.read_text(encoding="utf-8").splitlines()
+    def gcloud_calls(self) -> list[str]:
+        return [" ".join(c) for c in recorded_calls(self.root / "state.json")]
 
     def kubectl(self, *argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [_tool("kubectl", "see tests/test_simkube_kubectl.py"), *argv],
+            ["kubectl", *argv],
             env=self.env,
             capture_output=True,
             text=True,
@@ -83,94 +75,71 @@ class Cloud:
             check=False,
         )
 
-
-def _logging_wrapper(folder: Path, name: str, real: str, log: Path) -> None:
-    """``name`` on PATH: appends its argv to ``log``, then runs the real program."""
-    path = folder / name
-    path.write_text(
-        f'#!/bin/sh\nprintf "%s %s\\n" {name} "$*" >> "{log}"\nexec "{real}" "$@"\n',
-        encoding="utf-8",
-    )
-    path.chmod(0o755)
+    def names(self, kind: str) -> list[str]:
+        shown = self.kubectl("get", kind, "-o", "json")
+        return [o["metadata"]["name"] for o in json.loads(shown.stdout)["items"]]
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Cloud:
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     root = tmp_path_factory.mktemp("real-xpk")
-    gcloud = _tool(
-        "gcloud", "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)"
-    )
-    kubectl = _tool("kubectl", "install kubectl 1.32 or `gcloud components install kubectl`")
     xpk_dir = install_xpk(SubprocessRunner(), print)  # the cache's (scripts/test.sh makes it)
-    init_state(parse_scenario(SCENARIO), root / "state.json")
-    google = start_emulator(root)
-    kube = kube_env(root)  # HTTPS, the rehearsal's CA and token; GKE's endpoint points at it
-    bin_dir, log = root / "bin", root / "calls.log"
-    bin_dir.mkdir()
-    # xpk's own get-credentials writes the kubeconfig its kubectl and Kubernetes client use
-    _logging_wrapper(bin_dir, "gcloud", gcloud, log)
-    _logging_wrapper(bin_dir, "kubectl", kubectl, log)
-    (bin_dir / "crane").write_text("#!/bin/sh\necho 'crane: --help only'\n")
-    (bin_dir / "crane").chmod(0o755)  # xpk checks `crane --help`; an image name needs no build
-    env = {
-        **gcloud_env(google.base_url, root / "gcloud-config"),
-        **client_env(google.base_url, root / "gcloud-config", PROJECT),
-        **kube,
-        PLUGIN_TOKEN_ENV: TOKEN,
-        "CLOUDSDK_CORE_PROJECT": PROJECT,
-        "HOME": str(root),
-        "TELEMETRY_ENABLED": "false",
-        "DEPENDENCY_AUTO_DOWNLOAD": "false",
-        "PATH": os.pathsep.join((str(bin_dir), "/usr/bin", "/bin")),
-    }
-    return Cloud(root, env, log, str(xpk_dir / "xpk"))
+    state = init_state(parse_scenario(SCENARIO), root / "state.json")
+    write_shims(root / "bin")
+    env = emulated_env(root, fake_cloud_env(root / "bin", state, {"PATH": "/usr/bin:/bin"}))
+    yield Cloud(root, {**env, "HOME": str(root)}, str(xpk_dir / "xpk"))
+    assert recorded_problems(root) == []
 
 
 def test_workload_create_list_delete(cloud: Cloud) -> None:
     created = cloud.run(
-        "workload",
-        "create",
-        *WHERE,
-        NUMBER,
-        "--priority=very-high",
-        "--max-restarts=0",
-        "--device-type=v6e-8",
-        "--num-slices=1",
-        "--docker-image=python:3.11",
-        "--workload=demo-run",
+        "workload", "create", "--priority=very-high", "--max-restarts=0", "--device-type=v6e-8",
+        "--num-slices=1", "--docker-image=gcr.io/demo-project/runner:v1", "--workload=demo-run",
         "--command=python3 -c 1",
-    )
-    calls = cloud.logged()
-    assert "kubectl config set-context --current --namespace=default" in calls
-    fetched = f"gcloud container clusters get-credentials {CLUSTER} --location={REGION} --project={PROJECT}"
-    assert fetched in calls  # xpk's retry without --dns-endpoint wrote the kubeconfig
-    assert any(c.startswith("kubectl apply -f") for c in calls), created.stdout[-3000:]
-    shown = cloud.kubectl("get", "jobsets", "-o", "json")
-    names = [o["metadata"]["name"] for o in json.loads(shown.stdout)["items"]]
-    assert names == ["demo-run"], created.stdout[-3000:]
-    assert created.returncode == 0, created.stdout[-3000:]
+    )  # fmt: skip
+    assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-2000:]
+    assert cloud.names("jobsets") == ["demo-run"]
+    calls = cloud.gcloud_calls()
+    assert any("container images describe gcr.io/demo-project/runner:v1" in c for c in calls)
+    # xpk's retry without --dns-endpoint wrote the kubeconfig its kubectl and client use
+    fetched = f"gcloud container clusters get-credentials {CLUSTER} --location={REGION}"
+    assert any(c.startswith(fetched) for c in calls), calls
+    assert any(c.startswith("gcloud monitoring dashboards list") for c in calls)
+    assert "GKE Dashboard List request returned ERROR" not in created.stdout
 
-    listed = cloud.run("workload", "list", *WHERE, NUMBER)
+    listed = cloud.run("workload", "list")
     assert listed.returncode == 0, listed.stdout[-3000:]
     assert "demo-run" in listed.stdout
 
-    deleted = cloud.run("workload", "delete", "--workload=demo-run", *WHERE, NUMBER)
-    assert "kubectl delete jobset demo-run -n default" in cloud.logged()
+    deleted = cloud.run("workload", "delete", "--workload=demo-run")
     assert deleted.returncode == 0, deleted.stdout[-3000:]
-    assert json.loads(cloud.kubectl("get", "jobsets", "-o", "json").stdout)["items"] == []
+    assert cloud.names("jobsets") == []
 
 
-def test_cluster_adapt_finds_jobset_and_kueue_installed(cloud: Cloud) -> None:
-    """Up to its Kueue objects: their ResourceFlavor is made; the ProvisioningRequestConfig
-    after it is a kind the emulator does not serve yet, so the command itself ends in 1."""
-    adapted = cloud.run(
-        "cluster", "adapt", *WHERE, NUMBER, "--tpu-type=v6e-8", "--num-slices=1",
-        "--reservation=res-a",
+def test_an_image_the_registry_does_not_hold_stops_xpk_with_its_own_message(cloud: Cloud) -> None:
+    created = cloud.run(
+        "workload", "create", "--device-type=v6e-8", "--num-slices=1",
+        "--docker-image=gcr.io/demo-project/gone", "--workload=no-image", "--command=true",
     )  # fmt: skip
+    assert created.returncode == 1
+    assert "Failed to validate your docker image" in created.stdout
+    assert "no-image" not in cloud.names("jobsets")
+
+
+def test_cluster_adapt_configures_kueue_on_a_cluster_with_jobset_and_kueue(cloud: Cloud) -> None:
+    adapted = cloud.run(
+        "cluster", "adapt", "--tpu-type=v6e-8", "--num-slices=1", "--reservation=res-a"
+    )
     out = adapted.stdout
+    assert adapted.returncode == 0, out[-3000:] + adapted.stderr[-2000:]
     assert "Cluster has Jobset version 0.12.0 >= 0.10.1. Skipping installation." in out
     assert "Cluster has Kueue version 0.19.2 >= v0.17.1. Skipping installation." in out
-    assert not [c for c in cloud.logged() if "https://" in c]  # no release manifest download
     assert "memory_limit" not in out + adapted.stderr  # xpk 1.16.0 has no such bug
-    flavors = cloud.kubectl("get", "resourceflavors.kueue.x-k8s.io", "-o", "name")
-    assert "resourceflavor.kueue.x-k8s.io/1xv6e-8" in flavors.stdout.split()
+    assert cloud.names("resourceflavors.v1beta2.kueue.x-k8s.io") == ["1xv6e-8"]
+    assert cloud.names("provisioningrequestconfigs.v1beta2.kueue.x-k8s.io") == ["dws-config"]
+    assert "very-high" in cloud.names("priorityclasses")
+    manager = cloud.kubectl(
+        "get", "deployment", "kueue-controller-manager", "-n", "kueue-system", "-o", "json"
+    )
+    limits = json.loads(manager.stdout)["spec"]["template"]["spec"]["containers"][0]
+    assert limits["resources"]["limits"]["memory"] == "4096Mi"  # xpk's patch, kept

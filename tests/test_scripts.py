@@ -88,9 +88,11 @@ def test_submit_script_under_bash_hands_xpk_exactly_the_planned_argv(
     kind: str, tmp_path: Path, fake_bin: Path
 ) -> None:
     plan = plan_for(RECIPES[kind])
-    code, calls, err = _run_submit(plan, tmp_path, fake_bin, {})
+    code, calls, err = _run_submit(plan, tmp_path, fake_bin, {"PROJECT_NUMBER": "123456789012"})
     assert code == 0, err
-    assert calls == [submitted_argv(plan)]
+    assert calls == [submitted_argv(plan, project_number="123456789012")]
+    unset = _run_submit(plan, tmp_path, fake_bin, {})[1][-1]  # by hand: xpk asks for the number
+    assert "--project-number=" in unset  # the flag, empty
 
 
 @pytest.mark.parametrize("kind", KINDS)

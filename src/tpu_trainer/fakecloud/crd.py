@@ -1,7 +1,7 @@
 """Check Kubernetes custom resources against their real CRDs, as the API server does.
 
-This is the simulated cluster's side: the emulated API server (``simcloud.kube.admission``) and
-the kubectl stand-in admit objects with it, and the tests check the tool's generated objects
+This is the simulated cluster's side: the emulated API server (``simcloud.kube.admission``)
+admits objects with it, and the tests check the tool's generated objects
 (goldens) with it. The tool itself never validates what it applies by hand: it asks the
 cluster (``kubectl apply --dry-run=server``, ``infra.kube_check``).
 

@@ -21,9 +21,7 @@ from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.fakecloud import k8s
 from tpu_trainer.fakecloud import workloads as wls
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit, run_tool
-from tpu_trainer.fakecloud.state import FAKE_NOW, State
-from tpu_trainer.fakecloud.xpk_steps import cluster_matches, new_workload_policy
-from tpu_trainer.fakecloud.xpk_text import zone_to_region
+from tpu_trainer.fakecloud.state import FAKE_NOW, State, new_policy
 from tpu_trainer.infra.gcluster_flags import Verdict, check_gcluster_command
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.recipes.recipe import gcluster_device_type
@@ -50,11 +48,37 @@ class Gcluster:
     def credentials(self, state: State) -> None:
         """configureKubectl: ``gcloud container clusters get-credentials`` for the cluster."""
         cluster, location, project = self.arg("cluster"), self.arg("location"), self.arg("project")
-        if not cluster_matches(state, cluster, zone_to_region(location), project):
+        if not cluster_matches(state, cluster, _region(location), project):
             self.fail(
                 f"failed to configure kubectl: cluster '{cluster}' not found in location "
                 f"'{location}' of project '{project}'"
             )
+
+
+def _region(location: str) -> str:
+    """``us-central1`` from a zone (``us-central1-ai1a``) or a region."""
+    return "-".join(location.split("-")[:2])
+
+
+def cluster_matches(state: State, cluster: str, region: str, project: str) -> bool:
+    """Whether get-credentials finds ``cluster`` in ``region`` of ``project``."""
+    c = state["cluster"]
+    return bool(
+        c["exists"]
+        and c["name"] == cluster
+        and region == state["region"]
+        and project == state["project"]
+    )
+
+
+def new_workload_policy(state: State, s: Slice) -> str | None:
+    """The workload policy a TPU v7 multi-host slice needs, made when missing (as gcluster
+    makes it on submit): its name when made now, else None."""
+    name = s.workload_policy
+    if name is None or name in state["resource_policies"]:
+        return None
+    state["resource_policies"][name] = new_policy(name, s.topology_name)
+    return name
 
 
 def _gcluster_jobs(state: State) -> dict[str, dict[str, Any]]:

@@ -8,7 +8,14 @@ from typing import Any
 
 from tpu_trainer.fakecloud.k8s import initial_objects
 from tpu_trainer.fakecloud.scenario import Scenario
-from tpu_trainer.fakecloud.state import STATE_VERSION, State, new_policy, new_pool, write_state
+from tpu_trainer.fakecloud.state import (
+    STATE_VERSION,
+    State,
+    default_project_number,
+    new_policy,
+    new_pool,
+    write_state,
+)
 from tpu_trainer.fakecloud.tpu_vm_nodes import initial_tpu_vms
 
 _POLICY_TOPOLOGY = re.compile(r"-(\d+x\d+(?:x\d+)?)-placement-policy$")
@@ -45,6 +52,7 @@ def initial_state(scenario: Scenario) -> State:
     return {
         "version": STATE_VERSION,
         "project": scenario.project,
+        "project_number": scenario.project_number or default_project_number(scenario.project),
         "region": scenario.region,
         "account": scenario.account,
         "cluster": {

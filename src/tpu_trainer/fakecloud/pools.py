@@ -1,28 +1,20 @@
 """GKE node pools: the checks a create goes through, reservation accounting, and the JSON.
 
-Shared by the emulated GKE API (``simcloud.state_gke``) and the fake ``xpk`` (which creates
-pools the way xpk does, by running ``gcloud beta container node-pools create``). A refusal is a
-``GkeError``: the API answers it as an HTTP error or a failed operation, the fake xpk relays
-it as gcloud's text (``refusal_text``).
+Used by the emulated GKE API (``simcloud.state_gke``). A refusal is a ``GkeError``: the API
+answers it as an HTTP error or a failed operation, and gcloud prints its own text for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from tpu_trainer.catalog.accelerators import ACCELERATORS, Accelerator
-from tpu_trainer.fakecloud.common import ToolExit
-from tpu_trainer.fakecloud.gke_text import (
-    CONTAINER_API,
-    EXHAUSTED,
-    cluster_path,
-    op_error,
-    response_error,
-)
-from tpu_trainer.fakecloud.state import State, clock, new_pool
+from tpu_trainer.fakecloud.gke_text import CONTAINER_API, EXHAUSTED, cluster_path
+from tpu_trainer.fakecloud.state import State, clock, new_pool, project_number
 
 
 class GkeError(Exception):
@@ -268,24 +260,6 @@ def create_pool(state: State, req: CreateRequest) -> dict[str, Any]:
     return pool
 
 
-def refusal_text(state: State, req: CreateRequest, refusal: GkeError) -> ToolExit:
-    """What gcloud prints for a refused create (the fake xpk relays it)."""
-    if not refusal.in_operation:
-        return ToolExit(response_error(req.command, refusal.code, refusal.message))
-    return ToolExit(
-        f"Creating node pool {req.name}...failed.\n"
-        + op_error(
-            state,
-            req.command,
-            "CREATE_NODE_POOL",
-            req.project,
-            req.location,
-            f"{req.cluster}/nodePools/{req.name}",
-            refusal.message,
-        )
-    )
-
-
 def delete_pool(state: State, project: str, location: str, cluster: str, name: str) -> None:
     """Delete a pool and give its hosts back to its reservation."""
     require_cluster(state, project, location, cluster)
@@ -377,6 +351,19 @@ def pool_json(state: State, pool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _endpoints(state: State) -> dict[str, Any]:
+    """GKE's control plane endpoints: the IP endpoint (the cluster's ``endpoint``), and the DNS
+    endpoint every cluster has, with external traffic off (the default without
+    ``--enable-dns-access``), so ``get-credentials --dns-endpoint`` is refused and the IP
+    endpoint is the one to use."""
+    uid = hashlib.sha256(f"{state['project']}/{state['cluster']['name']}".encode()).hexdigest()
+    dns = f"gke-{uid[:32]}-{project_number(state)}.{state['region']}.gke.goog"
+    return {
+        "dnsEndpointConfig": {"endpoint": dns},
+        "ipEndpointsConfig": {"enabled": True, "enablePublicEndpoint": True},
+    }
+
+
 def cluster_json(state: State) -> dict[str, Any]:
     """The scenario's cluster as ``clusters.get`` answers it. Its ``endpoint`` and CA
     (``masterAuth.clusterCaCertificate``) are the Kubernetes API emulator's once a rehearsal
@@ -405,6 +392,7 @@ def cluster_json(state: State) -> dict[str, Any]:
         "networkConfig": network,
         "releaseChannel": {"channel": "RAPID"},
         "nodePools": [pool_json(state, p) for p in state["node_pools"].values()],
+        "controlPlaneEndpointsConfig": _endpoints(state),
         "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/"
         f"{region}/clusters/{c['name']}",
     }

@@ -150,20 +150,24 @@ class PolicySpec:
 
 @dataclass(frozen=True, slots=True)
 class Behaviours:
-    xpk_memory_limit_bug: Flag = False
     provisioning_polls: Count = 0
     error_pools: Flag = False
     conflict_on_create: Names = ()
-    xpk_adapt_creates_node_pools: Flag = False
-    """xpk 1.16.0's ``cluster adapt`` creates no node pools (only ``cluster create`` does);
-    older xpk (the seed's) did. True follows the seed."""
     create_seconds: Seconds = 0.0
     """How long a node pool's create operation runs (wall clock): the pool is PROVISIONING
     meanwhile, whatever happens to the client, and cannot be deleted."""
     lost_pool_deletes: Count = 0
     """This many node pool deletes answer success but leave the pool as it was."""
     workload_create_fails_after_submit: Flag = False
-    """``xpk workload create`` creates the JobSet, then fails (exit 1)."""
+    """The cluster's API server makes the JobSet of a create, then the connection drops before
+    its answer: kubectl fails, so ``xpk workload create`` fails (exit 1) with the JobSet made
+    (the gcluster stand-in fails the same way after making it)."""
+    missing_images: Names = ()
+    """Images (``gcr.io/P/NAME`` or ``...:TAG``) the emulated registry does not hold: xpk's
+    check of the workload's image fails."""
+    kube_forbidden: Names = ()
+    """Resources (``priorityclasses.scheduling.k8s.io``, ``configmaps``...) the scenario's
+    account may read but not write in the cluster: every write is RBAC's 403 Forbidden."""
 
     @model_validator(mode="before")
     @classmethod
@@ -297,6 +301,15 @@ class Latencies:
         return keys(data, ("describe", "list", "default"), optional=True)
 
 
+def _project_number(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not text.isdigit():
+        raise problem(f"expected the project's number (digits), got {value!r}")
+    return text
+
+
 _Pools = Annotated[tuple[PoolSpec, ...], BeforeValidator(items)]
 _Reservations = Annotated[tuple[ReservationSpec, ...], BeforeValidator(items)]
 _Policies = Annotated[tuple[PolicySpec, ...], BeforeValidator(items)]
@@ -315,6 +328,9 @@ class Scenario:
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     latencies: Latencies = field(default_factory=Latencies)
     tpu_vm: TpuVmScenario = field(default_factory=TpuVmScenario)
+    project_number: Annotated[str | None, BeforeValidator(_project_number)] = None
+    """The project's number (Resource Manager's ``projectNumber``); None: twelve digits made
+    from ``project``."""
     account: MaybeText = DEFAULT_ACCOUNT
     """gcloud's active account; None: not logged in (every command but ``auth``/``config``
     fails with gcloud's "You do not currently have an active account selected")."""

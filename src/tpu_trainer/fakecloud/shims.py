@@ -1,7 +1,8 @@
-"""Putting the fake tools on PATH: ``gcloud``, ``xpk`` and ``gcluster`` shell shims.
+"""Putting the fake tools on PATH: ``gcloud`` and ``gcluster`` shell shims.
 
 kubectl has none: it is the real one, against the emulated Kubernetes API server
-(``simcloud.kube``), port-forward included."""
+(``simcloud.kube``), port-forward included. Nor has xpk: it is the real one too (the tool's,
+``runtime.xpk_runtime``), whose gcloud calls go through the ``gcloud`` shim like the tool's."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tpu_trainer.fakecloud.state import STATE_ENV
-from tpu_trainer.runtime.xpk_runtime import XPK_ENV
 
-TOOLS = ("gcloud", "xpk", "gcluster")
-RETIRED = ("kubectl",)
+TOOLS = ("gcloud", "gcluster")
+RETIRED = ("kubectl", "xpk")
 """Shims earlier versions wrote, removed from a folder written again (a rehearsal's folder
 outlives the tool's version)."""
 
@@ -50,6 +50,5 @@ def fake_cloud_env(
     env = dict(os.environ if base is None else base)
     env["PATH"] = os.pathsep.join(p for p in (str(bin_dir), env.get("PATH", "")) if p)
     env[STATE_ENV] = str(state_path)
-    env[XPK_ENV] = str(bin_dir / "xpk")
     env.setdefault("TELEMETRY_ENABLED", "false")
     return env

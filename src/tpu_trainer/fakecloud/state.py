@@ -8,6 +8,7 @@ atomically. Commands may therefore run at the same time from many threads or pro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,17 @@ def advance(state: State, seconds: float) -> float:
     """Move the scenario's clock on by ``seconds``; returns the new time."""
     state["clock"] = clock(state) + seconds
     return float(state["clock"])
+
+
+def default_project_number(project: str) -> str:
+    """A twelve-digit number that stays the same for a project id (a scenario may set its own)."""
+    digest = int(hashlib.sha256(project.encode()).hexdigest(), 16)
+    return str(100_000_000_000 + digest % 900_000_000_000)
+
+
+def project_number(state: State) -> str:
+    """The scenario project's number (its ``project_number``, else the default for its id)."""
+    return str(state.get("project_number") or default_project_number(str(state["project"])))
 
 
 class FakeCloudError(Exception):
@@ -102,7 +114,7 @@ def write_state(path: Path | str, state: State) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        _save(path, state)
+        atomic_write(path, _text(state), mode=0o600, sync=False)
     return path
 
 
@@ -118,29 +130,37 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _load(path: Path) -> State:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _parse(path: Path, text: str) -> State:
+    data = json.loads(text)
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         raise FakeCloudError(f"{path} is not a fake-cloud state file (version {STATE_VERSION})")
     return data
 
 
-def _save(path: Path, state: State) -> None:
-    atomic_write(path, json.dumps(state, indent=1, sort_keys=False), mode=0o600, sync=False)
+def _load(path: Path) -> State:
+    return _parse(path, path.read_text(encoding="utf-8"))
+
+
+def _text(state: State) -> str:
+    return json.dumps(state, indent=1, sort_keys=False)
 
 
 @contextmanager
 def transaction(path: Path, call: list[str] | None = None) -> Iterator[State]:
     """Load the state under the lock, let the caller change it, save it (even when the caller
-    raises: a failing command still changes state, like a half-done real operation)."""
+    raises: a failing command still changes state, like a half-done real operation). A state
+    the caller left as it was is not written again (most reads change nothing)."""
     with _locked(path):
-        state = _load(path)
+        before = path.read_text(encoding="utf-8")
+        state = _parse(path, before)
         if call is not None:
             state.setdefault("calls", []).append(list(call))
         try:
             yield state
         finally:
-            _save(path, state)
+            after = _text(state)
+            if after != before:
+                atomic_write(path, after, mode=0o600, sync=False)
 
 
 def read_state(path: Path | str) -> State:

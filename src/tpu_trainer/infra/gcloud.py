@@ -186,6 +186,17 @@ class Gcloud:
                 return str(entry["account"])
         return None
 
+    # the project ----------------------------------------------------------------------
+    def project_number(self) -> str | None:
+        """The project's number (``gcloud projects describe``), or None when it cannot be read
+        (the account may not see the project itself: xpk then asks Resource Manager)."""
+        r = self.runner.run(
+            ["gcloud", "projects", "describe", self.project, "--format=value(projectNumber)"],
+            timeout=120,
+        )
+        number = r.stdout.strip()
+        return number if r.ok and number.isdigit() else None
+
     # clusters ---------------------------------------------------------------------------
     def cluster_names(self, region: str) -> list[str]:
         r = self._run(["container", "clusters", "list", f"--region={region}", "--format=json"])

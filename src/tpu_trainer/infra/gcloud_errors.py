@@ -27,8 +27,6 @@ from tpu_trainer.infra.runner import CommandResult
 class XpkFailure(StrEnum):
     CAPACITY = "capacity"
     """RESOURCE_EXHAUSTED, a stockout or a too-small reservation (429): try the next one."""
-    MEMORY_LIMIT = "memory-limit"
-    """xpk's cluster adapt memory_limit bug: fall back to gcloud."""
     ALREADY_EXISTS = "already-exists"
     WRONG_ZONE = "wrong-zone"
     """The reservation does not hold these machines in the zone asked for: try the next one."""
@@ -65,8 +63,6 @@ FIXES = {
 
 def classify(result: CommandResult) -> XpkFailure:
     text = result.text()
-    if "memory_limit" in text:
-        return XpkFailure.MEMORY_LIMIT
     if "Reservation is incorrect for the requested resources" in text or _WRONG_ZONE.search(text):
         return XpkFailure.WRONG_ZONE
     if any(m in text for m in _CAPACITY_MARKERS) or _INSUFFICIENT.search(text):

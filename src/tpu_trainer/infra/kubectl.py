@@ -151,6 +151,11 @@ class Kubectl:
             self.argv("apply", "-f", "-", "-o", "json"), stdin=json.dumps(obj), timeout=120
         )
 
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> CommandResult:
+        """``kubectl delete KIND NAME``: what it owns goes with it (in the background)."""
+        ns = [f"--namespace={namespace}"] if namespace else []
+        return self.runner.run(self.argv("delete", kind, name, *ns), timeout=600)
+
     def patch_merge(
         self, kind: str, name: str, body: dict[str, Any], namespace: str | None = None
     ) -> CommandResult:

@@ -1,16 +1,37 @@
-"""xpk: argv builders and the client; what its failures mean is in :mod:`gcloud_errors`."""
+"""xpk: argv builders and the client; what its failures mean is in :mod:`gcloud_errors`.
+
+The tool runs two xpk commands: ``cluster adapt`` (provisioning) and ``workload create`` (in the
+generated submit script). A workload's end is read from its JobSet and it is deleted with
+kubectl, as xpk itself does (``launchers.gke.submitter``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from tpu_trainer.infra.runner import CommandResult, CommandRunner
 
+SKIP_VALIDATION = "--skip-validation"
+"""xpk's own check of its tools (``kubectl --help``, ``gcloud version``, and crane or docker
+for ``workload create``), with a download of kubectl and crane first: the tool has checked
+gcloud and kubectl itself, and crane or docker only matter when xpk builds an image."""
+
+
+def project_number_flag(project_number: str | None) -> list[str]:
+    """``--project-number=N``: xpk then does not ask Cloud Resource Manager for it (over gRPC,
+    with Application Default Credentials) on every command."""
+    return [f"--project-number={project_number}"] if project_number else []
+
 
 def cluster_adapt_argv(
-    *, cluster: str, project: str, zone: str, device_type: str, num_slices: int, reservation: str
+    *,
+    cluster: str,
+    project: str,
+    zone: str,
+    device_type: str,
+    num_slices: int,
+    reservation: str,
+    project_number: str | None = None,
 ) -> list[str]:
     return [
         "xpk",
@@ -18,52 +39,13 @@ def cluster_adapt_argv(
         "adapt",
         f"--cluster={cluster}",
         f"--project={project}",
+        *project_number_flag(project_number),
         f"--zone={zone}",
         f"--tpu-type={device_type}",
         f"--num-slices={num_slices}",
         f"--reservation={reservation}",
+        SKIP_VALIDATION,
     ]
-
-
-def workload_delete_argv(*, workload: str, cluster: str, project: str, zone: str) -> list[str]:
-    return [
-        "xpk",
-        "workload",
-        "delete",
-        f"--workload={workload}",
-        f"--cluster={cluster}",
-        f"--project={project}",
-        f"--zone={zone}",
-    ]
-
-
-def workload_wait_argv(
-    *, workload: str, cluster: str, project: str, zone: str, timeout_s: int
-) -> list[str]:
-    return [
-        "xpk",
-        "workload",
-        "list",
-        f"--cluster={cluster}",
-        f"--project={project}",
-        f"--zone={zone}",
-        f"--wait-for-job-completion={workload}",
-        f"--timeout={timeout_s}",
-    ]
-
-
-class WaitOutcome(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-    ERROR = "error"
-
-
-def wait_outcome(code: int) -> WaitOutcome:
-    """xpk's ``--wait-for-job-completion`` exit codes: 0 ok, 124 timeout, 125 failed, 1 other."""
-    return {0: WaitOutcome.SUCCEEDED, 124: WaitOutcome.TIMEOUT, 125: WaitOutcome.FAILED}.get(
-        code, WaitOutcome.ERROR
-    )
 
 
 @dataclass
@@ -73,6 +55,14 @@ class Xpk:
     search_path: Callable[[], str] | None = None
     """The PATH under which ``xpk`` is the tool's xpk (called before each command, so xpk is
     installed on first use); None: the runner's PATH as it is."""
+
+    def script_env(self) -> dict[str, str]:
+        """What a script that runs ``xpk`` (the submit script) needs for it to be the tool's
+        xpk: PATH with it first (installing it on first use), and xpk's switches."""
+        env = {"TELEMETRY_ENABLED": "false"}
+        if self.search_path is not None:
+            env["PATH"] = self.search_path()
+        return env
 
     def run(self, argv: list[str], timeout: float = 7200) -> CommandResult:
         env = {"TELEMETRY_ENABLED": "false", **(self.env or {})}

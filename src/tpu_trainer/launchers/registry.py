@@ -41,14 +41,7 @@ Deleter = Callable[[Services, DeleteOptions], RunTeardown]
 
 
 def _gke(svc: Services, opts: DeleteOptions) -> RunTeardown:
-    return Teardown(
-        svc.store,
-        svc.gcloud,
-        svc.xpk,
-        svc.display,
-        dry_run=opts.dry_run,
-        poll_seconds=opts.poll_seconds,
-    )
+    return Teardown.of(svc, poll_seconds=opts.poll_seconds, dry_run=opts.dry_run)
 
 
 def _tpu_vm(svc: Services, opts: DeleteOptions) -> RunTeardown:

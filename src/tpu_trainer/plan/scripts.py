@@ -168,6 +168,13 @@ def render_submit(plan: Plan) -> str:
             lines += _workload_name_lines(plan)
             continue
         lines.append(f'export {var.name}="{_dq_value(var.template)}"')
+    if plan.recipe.submitter != "gcluster":
+        lines += [
+            "",
+            "# The project's number, which tpu-trainer passes to xpk (empty: xpk asks Cloud",
+            "# Resource Manager for it)",
+            'PROJECT_NUMBER="${PROJECT_NUMBER:-}"',
+        ]
     lines.append("")
     lines.append("# XLA flags, as the recipe gives them")
     lines.append(f'XLA_FLAGS="{xla_flags_body(plan)}"')
@@ -284,10 +291,16 @@ def expand_double_quoted(text: str, values: dict[str, str]) -> str:
     return "".join(out)
 
 
-def submitted_argv(plan: Plan) -> list[str]:
-    """The argv the submit script hands to xpk, computed the way bash would."""
+def submitted_argv(plan: Plan, project_number: str | None = None) -> list[str]:
+    """The argv the submit script hands to xpk, computed the way bash would; the project's
+    number (``PROJECT_NUMBER``, which the tool sets when it runs the script) stays
+    ``${PROJECT_NUMBER}`` unless given."""
     values = {v.name: v.value for v in plan.variables}
     values["XLA_FLAGS"] = expand_double_quoted(xla_flags_body(plan), values)
     values[plan.args_variable] = expand_double_quoted(program_args_body(plan), values)
     command = expand_double_quoted(pod_command(plan), values)
-    return plan.xpk_argv(command)
+    argv = plan.xpk_argv(command)
+    if project_number is None:
+        return argv
+    flag = "--project-number="
+    return [flag + project_number if a == flag + "${PROJECT_NUMBER}" else a for a in argv]

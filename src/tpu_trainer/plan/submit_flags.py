@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tpu_trainer.infra.xpk import SKIP_VALIDATION
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.recipes.cluster_toolkit import gcluster_fixed
 from tpu_trainer.recipes.recipe import Recipe
@@ -12,7 +13,9 @@ def submit_flags(
 ) -> tuple[tuple[str, str | None], ...]:
     """The submitter's flags in the recipe's order, with the values the tool fills (the
     cluster, project, zone, workload name and image as variables; the slice; no restarts) and,
-    for xpk, the flags it always passes; ``--command`` is generated."""
+    for xpk, the flags it always passes (``--project-number`` from ``PROJECT_NUMBER``, which the
+    tool sets, and ``--skip-validation`` when the image is given: the tool has checked gcloud and
+    kubectl, and xpk builds nothing); ``--command`` is generated."""
     fixed: dict[str, str | None] = {
         "--cluster": "${CLUSTER_NAME}",
         "--project": "${PROJECT_ID}",
@@ -38,12 +41,16 @@ def submit_flags(
     present = {name for name, _ in out}
     if recipe.submitter == "gcluster":
         return tuple(out)
-    for name, default in (
+    always: list[tuple[str, str | None]] = [
         ("--priority", priority or "very-high"),
         ("--max-restarts", "0"),
         ("--num-slices", str(num_slices)),
         ("--enable-debug-logs", None),
-    ):
+        ("--project-number", "${PROJECT_NUMBER}"),
+    ]
+    if "--docker-image" in present:  # no image to build: gcloud and kubectl are all it needs
+        always.append((SKIP_VALIDATION, None))
+    for name, default in always:
         if name not in present:
             out.insert(len(out) - 1, (name, default))
     return tuple(out)

@@ -7,7 +7,7 @@ that already imports xpk is adopted as it is: marked, never rebuilt.
 
 Callers get a folder holding only an ``xpk`` link (:func:`xpk_bin_dir`): put first on PATH, it
 makes ``xpk`` mean this xpk without the venv's ``python`` shadowing the one gcloud looks for.
-``$TPU_TRAINER_XPK`` names another ``xpk`` program to run instead (a rehearsal's stand-in).
+``$TPU_TRAINER_XPK`` names another ``xpk`` program to run instead (an xpk 1.16 installed elsewhere).
 """
 
 from __future__ import annotations

@@ -36,4 +36,6 @@ def gcloud_env(base_url: str, config_dir: Path, *, signed_in: bool = True) -> di
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER": f"{base_url}/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": f"{base_url}/compute/beta/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": f"{base_url}/tpu/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER": f"{base_url}/cloudresourcemanager/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_MONITORING": f"{base_url}/monitoring/",
     }

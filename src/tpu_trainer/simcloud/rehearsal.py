@@ -32,9 +32,13 @@ from tpu_trainer.fakecloud.rehearsal import prepare as prepare_fake_cloud
 from tpu_trainer.fakecloud.state import read_state, transaction
 from tpu_trainer.infra.gcloud_parser import GcloudSdkMissingError
 from tpu_trainer.infra.kubectl import find_kubectl
+from tpu_trainer.simcloud.client_env import client_env
+from tpu_trainer.simcloud.egress import egress_env
 from tpu_trainer.simcloud.gcloud_env import TOKEN, gcloud_env
 from tpu_trainer.simcloud.kube import server as kube_server
 from tpu_trainer.simcloud.kube.pki import server_pki
+from tpu_trainer.simcloud.project_apis import Monitoring, ResourceManager
+from tpu_trainer.simcloud.registry import registry_server
 from tpu_trainer.simcloud.server import Emulator, Exchange, Service
 from tpu_trainer.simcloud.state_compute import StateCompute
 from tpu_trainer.simcloud.state_gke import StateGke
@@ -55,7 +59,13 @@ KUBE_PKI = Path("kube") / "pki"
 
 def services(state: Path) -> Sequence[Service]:
     """The emulated APIs over the state file at ``state``."""
-    return (StateGke(state), StateCompute(state), Tpu(file_state(state)))
+    return (
+        StateGke(state),
+        StateCompute(state),
+        Tpu(file_state(state)),
+        ResourceManager(state),
+        Monitoring(state),
+    )
 
 
 def real_gcloud(env: dict[str, str], shim_dir: Path) -> str:
@@ -129,12 +139,15 @@ def emulated_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
     emulator = start_emulator(workdir)
     state = read_state(workdir / "state.json")
     signed_in = bool(state.get("account"))
+    project = str(state["project"])
     return {
         **env,
         **gcloud_env(emulator.base_url, workdir / "gcloud-config", signed_in=signed_in),
+        **client_env(emulator.base_url, workdir / "gcloud-config", project),
         **kube_env(workdir),
         **({PLUGIN_TOKEN_ENV: TOKEN} if signed_in else {}),
-        "CLOUDSDK_CORE_PROJECT": str(state["project"]),
+        **egress_env(workdir, registry_server(workdir / "state.json"), env),
+        "CLOUDSDK_CORE_PROJECT": project,
         REAL_GCLOUD_ENV: real,
     }
 

@@ -19,6 +19,10 @@ if (( ${#WORKLOAD_NAME} > 40 )) || [[ "${WORKLOAD_NAME}" == *--* ]] \
   exit 2
 fi
 
+# The project's number, which tpu-trainer passes to xpk (empty: xpk asks Cloud
+# Resource Manager for it)
+PROJECT_NUMBER="${PROJECT_NUMBER:-}"
+
 # XLA flags, as the recipe gives them
 XLA_FLAGS=" \
   --xla_tpu_scoped_vmem_limit_kib=65536 \
@@ -53,6 +57,8 @@ xpk workload create \
   --docker-image="${WORKLOAD_IMAGE}" \
   --enable-debug-logs \
   --workload="${WORKLOAD_NAME}" \
+  --project-number="${PROJECT_NUMBER}" \
+  --skip-validation \
   --command="set -e && \
 export ENABLE_PATHWAYS_PERSISTENCE=1 && \
 export LIBTPU_INIT_ARGS='${XLA_FLAGS}' && \

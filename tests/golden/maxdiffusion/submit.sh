@@ -20,6 +20,10 @@ if (( ${#WORKLOAD_NAME} > 40 )) || [[ "${WORKLOAD_NAME}" == *--* ]] \
 fi
 export DATASET_DIR="${BASE_OUTPUT_DIR}/video_training"
 
+# The project's number, which tpu-trainer passes to xpk (empty: xpk asks Cloud
+# Resource Manager for it)
+PROJECT_NUMBER="${PROJECT_NUMBER:-}"
+
 # XLA flags, as the recipe gives them
 XLA_FLAGS=" \
   --xla_enable_async_all_gather=true \
@@ -50,6 +54,8 @@ xpk workload create \
   --docker-image="${WORKLOAD_IMAGE}" \
   --enable-debug-logs \
   --workload="${WORKLOAD_NAME}" \
+  --project-number="${PROJECT_NUMBER}" \
+  --skip-validation \
   --command="set -e && \
 export JAX_PLATFORMS=tpu,cpu && \
 pip install . && \

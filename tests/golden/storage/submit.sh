@@ -21,6 +21,10 @@ fi
 export DATASET_VOLUME_NAME="dataset-gcsfuse-volume"
 export DATASET_MOUNT="/tmp/dataset"
 
+# The project's number, which tpu-trainer passes to xpk (empty: xpk asks Cloud
+# Resource Manager for it)
+PROJECT_NUMBER="${PROJECT_NUMBER:-}"
+
 # XLA flags, as the recipe gives them
 XLA_FLAGS=" \
   --xla_tpu_dvfs_p_state=3 \
@@ -55,6 +59,7 @@ xpk workload create \
   --enable-debug-logs \
   --workload="${WORKLOAD_NAME}" \
   --storage="${DATASET_VOLUME_NAME}" \
+  --project-number="${PROJECT_NUMBER}" \
   --command="set -e && \
 export LIBTPU_INIT_ARGS='${XLA_FLAGS}' && \
 export JAX_PLATFORMS=tpu,cpu && \

@@ -20,6 +20,10 @@ if (( ${#WORKLOAD_NAME} > 40 )) || [[ "${WORKLOAD_NAME}" == *--* ]] \
 fi
 export ARTIFACT_DIR="${BASE_OUTPUT_DIR}/${WORKLOAD_NAME}"
 
+# The project's number, which tpu-trainer passes to xpk (empty: xpk asks Cloud
+# Resource Manager for it)
+PROJECT_NUMBER="${PROJECT_NUMBER:-}"
+
 # XLA flags, as the recipe gives them
 XLA_FLAGS=" \
   --xla_tpu_enable_sparse_core_collective_offload_all_gather=true \
@@ -57,6 +61,8 @@ xpk workload create \
   --docker-image="${WORKLOAD_IMAGE}" \
   --enable-debug-logs \
   --workload="${WORKLOAD_NAME}" \
+  --project-number="${PROJECT_NUMBER}" \
+  --skip-validation \
   --command="set -e && \
 set -o pipefail && \
 export ENABLE_PATHWAYS_PERSISTENCE=1 && \

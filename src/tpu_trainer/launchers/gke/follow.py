@@ -32,7 +32,10 @@ from tpu_trainer.launchers.gke.scheduling import first_unscheduled, kueue_reason
 from tpu_trainer.metrics.records import StepRecord
 from tpu_trainer.plan.diagnose import LiveScanner, Match, diagnose, has_fatal
 
-KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
+KUEUE_WORKLOADS = "workloads.v1beta2.kueue.x-k8s.io"
+"""Kueue's Workloads, named with their version: kubectl reads `workloads.kueue.x-k8s.io` as
+resource `workloads`, version `kueue`, group `x-k8s.io` first, finds no such version in its
+discovery cache and fetches the whole discovery again on every call."""
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """The label Kueue puts on a job's Workload: the job's (here the JobSet's) uid."""
 
@@ -76,6 +79,7 @@ class Follower:
     lines at each look at them."""
     live: LiveSteps | None = None
     """Where worker 0's steps go while they stream (the store, in batches)."""
+    _ended: JobSetEnding | None = field(default=None, init=False)
 
     def run(self) -> FollowResult:
         pods, why = self._wait_started()
@@ -164,11 +168,16 @@ class Follower:
         return workload_of(self.workload, found)
 
     def ending(self) -> JobSetEnding | None:
-        """How the JobSet ended by its own conditions; None while running, or once deleted."""
-        try:
-            return jobset_ending(self.kubectl.get("jobset", self.workload, self.namespace))
-        except CommandFailed:
-            return None
+        """How the JobSet ended by its own conditions; None while running, or once deleted
+        (a terminal condition, once read, is not asked for again: it does not change)."""
+        if self._ended is None:
+            try:
+                self._ended = jobset_ending(
+                    self.kubectl.get("jobset", self.workload, self.namespace)
+                )
+            except CommandFailed:
+                return None
+        return self._ended
 
     # ---- logs -------------------------------------------------------------------------
     def _stream(self, pod: PodView) -> tuple[int, list[Match]]:

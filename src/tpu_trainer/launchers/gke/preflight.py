@@ -351,11 +351,29 @@ def require_cluster(config: Config, gcloud: Gcloud) -> Cluster:
     )
 
 
-def before_create(plan: Plan, config: Config, gcloud: Gcloud) -> Cluster:
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """What the prerequisites found: the cluster, its node pools before the run, and the
+    project's number for xpk (None when it cannot be read: xpk then asks Resource Manager for
+    it itself)."""
+
+    cluster: Cluster
+    project_number: str | None
+    pools: list[NodePool]
+
+
+def before_create(plan: Plan, config: Config, gcloud: Gcloud) -> Ready:
     """What must hold before the first create call: gcloud credentials, the cluster, and for a
-    multi-slice run its prerequisites. Raises :class:`NotReadyError` naming the fix."""
-    require_account(gcloud)
-    cluster = require_cluster(config, gcloud)
+    multi-slice run its prerequisites (the account, the cluster, its node pools and the
+    project's number are asked for at once). Raises :class:`NotReadyError` naming the fix."""
+    with ThreadPoolExecutor(max_workers=4) as pool:  # four questions, asked at once
+        account = pool.submit(require_account, gcloud)
+        number = pool.submit(gcloud.project_number)
+        found = pool.submit(require_cluster, config, gcloud)
+        listed = pool.submit(gcloud.node_pools, config.cluster_name, config.region)
+        account.result()  # without an account every answer is that: say so first
+        cluster = found.result()  # no cluster: its pools cannot be listed either
+        project_number, pools = number.result(), listed.result()
     if plan.num_slices > 1:
         failed = [c for c in multislice_checks(plan, cluster) if c.status is Level.FAIL]
         if failed:
@@ -366,4 +384,4 @@ def before_create(plan: Plan, config: Config, gcloud: Gcloud) -> Cluster:
                 f"(nothing was created):\n{lines}",
                 fix=fixes,
             )
-    return cluster
+    return Ready(cluster, project_number, pools)

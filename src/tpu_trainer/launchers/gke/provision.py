@@ -3,6 +3,7 @@ configured reservations in priority order, and return the zone to submit to."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
@@ -15,7 +16,7 @@ from tpu_trainer.infra.gcloud import (
     created_pool,
     is_already_exists,
 )
-from tpu_trainer.infra.gcloud_errors import FIXES, XpkFailure, classify
+from tpu_trainer.infra.gcloud_errors import FIXES, classify
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandFailed, CommandResult
 from tpu_trainer.infra.xpk import Xpk, cluster_adapt_argv
@@ -34,7 +35,6 @@ from tpu_trainer.launchers.gke.nodepool import (
     gcloud_create_argv,
     machine_types,
     tool_pool_name,
-    xpk_pool_names,
 )
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.store.db import ResourceState, RunStore
@@ -56,11 +56,19 @@ class Provisioner:
     attempts: list[Attempt] = field(default_factory=list)
     cluster: Cluster | None = None
     """The cluster as the prerequisites found it (not asked for again)."""
+    pools: list[NodePool] | None = None
+    """Its node pools as the prerequisites found them, before the run (not asked for again)."""
     policy_ready: bool = False
     """The workload policy is known to exist (asked or made once per run, not per attempt)."""
-    adapt_done: bool = False
-    """xpk cluster adapt configured Kueue and made no node pool (xpk 1.x): later reservations
-    go straight to the gcloud create, without running adapt again."""
+    project_number: str | None = None
+    """Handed to xpk (``--project-number``), so it does not ask Resource Manager itself."""
+    kueue_ready: bool = False
+    """Kueue was read while deciding on adapt and lacked nothing for the slice (nothing has
+    changed it since: the configure stage need not read it again)."""
+    adapt_settled: bool = False
+    """Whether xpk cluster adapt is settled for this run: it ran (it configures Kueue; xpk 1.x
+    makes no node pool), or it must not or need not run. Later reservations go straight to the
+    gcloud create, without asking again."""
     adapt_with_xpk: bool = True
     """The submitter's users have xpk (:class:`~.submitter.KueueNeeds`); without it every pool
     is made with gcloud and Kueue is configured by the tool alone."""
@@ -75,7 +83,9 @@ class Provisioner:
                 fix="check cluster_name/region in the configuration, or create the cluster with "
                 "`xpk cluster create`",
             )
-        pools = self.gcloud.node_pools(cfg.cluster_name, cfg.region)
+        pools = self.pools
+        if pools is None:
+            pools = self.gcloud.node_pools(cfg.cluster_name, cfg.region)
         self.store.update_run(self.run_id, pools_before=[p.name for p in pools])
         existing = self._usable_existing(pools)
         if existing is not None:
@@ -183,19 +193,26 @@ class Provisioner:
         )
 
     def _try(self, choice: Choice, pools: list[NodePool], node_version: str) -> Provisioned | None:
-        """One reservation: let xpk configure the cluster where that is safe, then make sure a
-        node pool exists (xpk 1.x ``cluster adapt`` makes none; older releases did)."""
+        """One reservation: let xpk configure the cluster where that is needed and safe (once
+        per run), then create the node pools with gcloud (xpk 1.x ``cluster adapt`` makes
+        none)."""
         zone = choice.survey.zone or self.config.default_zone
-        if self.adapt_with_xpk and not self.adapt_done and self._adapt_is_safe(pools):
-            made, move_on = self._adapt(choice, zone, pools)
-            if made is not None or move_on:
-                return made
+        if self.adapt_with_xpk and not self.adapt_settled:
+            # Kueue is read while the workload policy is asked for (and made): neither waits
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                wanted = pool.submit(self._adapt_wanted, pools)
+                self._ensure_workload_policy()
+                if wanted.result():
+                    self._adapt(choice, zone)
+        self.adapt_settled = True
         return self._gcloud_create(choice, zone, node_version)
 
-    def _adapt_is_safe(self, pools: list[NodePool]) -> bool:
-        """xpk cluster adapt rewrites the ClusterQueue and the resources configmap for its one
-        device type, and deletes its pools of other types: only run it where nothing would be
-        lost."""
+    def _adapt_wanted(self, pools: list[NodePool]) -> bool:
+        """Whether to run xpk cluster adapt: only where Kueue lacks something the slice needs
+        (an already configured cluster is left as it is: adapt would apply the same objects,
+        for half a minute or more), and only where nothing would be lost: adapt rewrites the
+        ClusterQueue and the resources configmap for its one device type, and deletes its
+        pools of other types."""
         prefix = f"{self.config.cluster_name}-np-"
         if any(p.name.startswith(prefix) for p in pools):
             self.display.info(
@@ -203,9 +220,26 @@ class Provisioner:
                 "(it would delete them); using gcloud and repairing Kueue instead"
             )
             return False
+        from tpu_trainer.launchers.gke.kueue import kueue_findings
         from tpu_trainer.launchers.gke.kueue_setup import read_state
 
         state = read_state(self.kubectl, self.config.cluster_name, self.slice, self.num_slices)
+        missing = kueue_findings(
+            self.config.cluster_name,
+            self.slice,
+            self.num_slices,
+            flavor=state.flavor,
+            cluster_queue=state.cluster_queue,
+            configmap_data=state.configmap_data,
+            local_queue_exists=state.local_queue_exists,
+        )
+        if not missing:
+            self.kueue_ready = True
+            self.display.info(
+                f"Kueue already serves {self.slice.kueue_flavor(self.num_slices)}: "
+                "xpk cluster adapt is not needed"
+            )
+            return False
         mine = self.slice.kueue_flavor(self.num_slices)
         key, _ = self.slice.configmap_entry(self.num_slices)
         other_flavors = [
@@ -224,14 +258,11 @@ class Provisioner:
             return False
         return True
 
-    def _adapt(
-        self, choice: Choice, zone: str, pools: list[NodePool]
-    ) -> tuple[Provisioned | None, bool]:
-        """Run xpk cluster adapt. Returns the pool if adapt made one, and whether to move on to
-        the next reservation (capacity or zone errors) instead of creating it with gcloud."""
-        names = [p.name for p in pools]
-        predicted = xpk_pool_names(self.config.cluster_name, names, self.num_slices)
-        ids = [self._intent(n, zone, choice, "xpk") for n in predicted]
+    def _adapt(self, choice: Choice, zone: str) -> None:
+        """Run xpk cluster adapt: it configures Kueue (flavor, queues, priority classes, the
+        resources configmap) and makes no node pool. When it fails, its last line is shown and
+        the run goes on: gcloud makes the pool, and the configure stage repairs what Kueue
+        lacks."""
         result = self.xpk.run(
             cluster_adapt_argv(
                 cluster=self.config.cluster_name,
@@ -240,40 +271,18 @@ class Provisioner:
                 device_type=self.slice.device_type,
                 num_slices=self.num_slices,
                 reservation=choice.survey.name,
+                project_number=self.project_number,
             )
         )
-        present = self._settle(ids, predicted)
         if result.ok:
-            if all(n in present for n in predicted):
-                self._note(
-                    choice, Outcome.CREATED, f"with xpk cluster adapt: {', '.join(predicted)}"
-                )
-                for name in predicted:
-                    self._wait_running(name)
-                made = Provisioned(
-                    predicted[0], zone, created=True, attempts=self.attempts, pools=predicted
-                )
-                return made, False
             self.display.info(
-                "xpk cluster adapt configured Kueue; it creates no node pool (xpk "
-                "1.x), so gcloud creates it"
+                "xpk cluster adapt configured Kueue; it creates no node pool (xpk 1.x), so "
+                "gcloud creates it"
             )
-            self.adapt_done = True
-            return None, False
-        failure = classify(result)
-        if failure is XpkFailure.MEMORY_LIMIT:
-            self.display.warn(
-                "xpk cluster adapt hit its memory_limit bug; creating the node pool "
-                "with gcloud beta and configuring Kueue in place instead"
-            )
-            return None, False
-        outcome = MOVE_ON.get(failure)
-        if outcome is not None:
-            self._note(choice, outcome, last_line(result))
-            return None, True
-        self._note(choice, Outcome.FAILED, last_line(result))
-        raise CommandFailed(
-            result, fix="see the xpk output above; teardown removes what the run made"
+            return
+        self.display.warn(
+            f"xpk cluster adapt failed (exit {result.code}: {last_line(result)}); creating the "
+            "node pool with gcloud beta and repairing Kueue in place instead"
         )
 
     def _intent(self, name: str, zone: str, choice: Choice, via: str) -> int:
@@ -287,18 +296,6 @@ class Provisioner:
             cluster=self.config.cluster_name,
             detail={"zone": zone, "reservation": choice.survey.name, "via": via},
         )
-
-    def _settle(self, ids: list[int], names: list[str]) -> set[str]:
-        """After a create call: which of the recorded pools exist? Keep those for teardown."""
-        present = {
-            p.name: p for p in self.gcloud.node_pools(self.config.cluster_name, self.config.region)
-        }
-        for rid, name in zip(ids, names, strict=True):
-            if name in present:
-                self.store.resource_state(rid, ResourceState.CREATED, status=present[name].status)
-            else:
-                self.store.resource_state(rid, ResourceState.ABSENT)
-        return set(present)
 
     # ---- gcloud fallback --------------------------------------------------------------
     def _ensure_workload_policy(self) -> None:

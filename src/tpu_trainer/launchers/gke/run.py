@@ -30,7 +30,6 @@ from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.runner import CommandFailed
-from tpu_trainer.infra.xpk import WaitOutcome
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke import kueue_setup
 from tpu_trainer.launchers.gke.provision import Provisioner
@@ -39,6 +38,7 @@ from tpu_trainer.launchers.gke.submitter import (
     OwnPolicy,
     Submitter,
     Target,
+    WaitOutcome,
     submitter_named,
 )
 from tpu_trainer.launchers.gke.teardown import Teardown
@@ -71,6 +71,10 @@ class GkeRun(Launcher):
     display: Display = field(init=False)
     _steps: StepDisplay | None = None
     _book: SegmentBook | None = None
+    _project_number: str | None = None
+    """The project's number, read with the prerequisites (handed to xpk)."""
+    _kueue_ready: bool = False
+    """Provisioning found Kueue ready for the slice (the configure stage reads it no more)."""
 
     @property
     def book(self) -> SegmentBook:
@@ -106,6 +110,7 @@ class GkeRun(Launcher):
         return submitter_named(
             self.plan.recipe.submitter,
             self.svc.xpk,
+            self.svc.kubectl,
             poll_seconds=self.poll_seconds,
             clock=self.svc.clock,
         )
@@ -120,8 +125,7 @@ class GkeRun(Launcher):
         )
 
     def _teardown(self) -> RunTeardown:
-        svc = self.svc
-        return Teardown(svc.store, svc.gcloud, svc.xpk, svc.display, poll_seconds=self.poll_seconds)
+        return Teardown.of(self.svc, poll_seconds=self.poll_seconds)
 
     def _launch(self, *, outcome: RunOutcome) -> None:
         """One segment, then one more after each preemption (or transient error) while its
@@ -192,7 +196,8 @@ class GkeRun(Launcher):
         stages.start("prerequisites")
         from tpu_trainer.launchers.gke.preflight import before_create
 
-        cluster = before_create(plan, self.config, self.svc.gcloud)
+        ready = before_create(plan, self.config, self.svc.gcloud)
+        self._project_number = ready.project_number
         stages.done("prerequisites")
         stages.start("provision")
         prov = Provisioner(
@@ -206,13 +211,16 @@ class GkeRun(Launcher):
             plan.num_slices,
             self.display,
             poll_seconds=self.poll_seconds,
-            cluster=cluster,
+            cluster=ready.cluster,
+            pools=ready.pools,
+            project_number=ready.project_number,
             adapt_with_xpk=self._submitter.kueue.adapt_with_xpk,
         )
         try:
             made = prov.ensure()
         finally:
             outcome.attempts = list(prov.attempts)
+        self._kueue_ready = prov.kueue_ready
         outcome.zone, outcome.pool = made.zone, made.pool
         self.store.update_run(self.run_id, zone=made.zone)
         stages.done("provision", detail=f"{', '.join(made.pools)} in {made.zone}")
@@ -221,6 +229,9 @@ class GkeRun(Launcher):
     def _configure(self, plan: Plan) -> None:
         stages = self.stages
         stages.start("configure")
+        if self._kueue_ready:  # read while provisioning, and nothing has changed it since
+            stages.done("configure", detail="0 repaired (Kueue read while provisioning)")
+            return
         fixed = kueue_setup.ensure(
             self.svc.kubectl,
             self.svc.runner,
@@ -268,9 +279,8 @@ class GkeRun(Launcher):
             cluster=config.cluster_name,
             detail={"zone": zone, SUBMITTER_KEY: submitter.name},
         )
-        result = self.svc.runner.run(
-            ["bash", str(script)], env={"WORKLOAD_NAME": name}, timeout=1800
-        )
+        env = {**submitter.script_env(self._project_number), "WORKLOAD_NAME": name}
+        result = self.svc.runner.run(["bash", str(script)], env=env, timeout=1800)
         own.after_submit(policy_rid, plan.slice.workload_policy or "")
         if not result.ok:
             # xpk may fail after the JobSet exists: teardown asks the cluster and deletes it.
@@ -347,8 +357,6 @@ class GkeRun(Launcher):
             if ending is not None
             else "the workload finished but failed",
             WaitOutcome.TIMEOUT: f"the workload did not finish within {self.wait_timeout_s} s",
-            WaitOutcome.ERROR: f"{submitter.name} could not wait for the workload"
-            + (f" (exit {submitter.wait_code})" if submitter.wait_code is not None else ""),
         }[verdict]
         self.store.finish_run(self.run_id, RunStatus.FAILED, message)
         return FAILED

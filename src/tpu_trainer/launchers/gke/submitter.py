@@ -3,31 +3,42 @@ Toolkit's gcluster (``gcluster job submit``).
 
 Both submit through the generated ``submit_<model>.sh`` and make one JobSet named after the
 workload, whose pods, logs and conditions the follow loop reads through kubectl whichever tool
-made it. What differs is behind :class:`Submitter`: how the end is waited for (xpk's
-``--wait-for-job-completion``; for gcluster the JobSet's own terminal condition), how the
-workload is cancelled in teardown (``xpk workload delete``; ``gcluster job cancel NAME``), and
-what the tool may make for itself (gcluster resolves a TPU v7 slice's workload policy on its
-own). The run store records which tool submitted each workload (``detail.submitter``), so
-teardown, ``cleanup`` and ``gc`` cancel it with the same tool.
+made it. Both wait for its end on the JobSet's own terminal condition (what xpk's
+``--wait-for-job-completion`` waits for too, through Kueue's Workload, at the price of an xpk
+start-up and its own credentials calls). What differs is behind :class:`Submitter`: how the
+workload is cancelled in teardown (``kubectl delete jobset NAME``, which is what ``xpk workload
+delete`` runs for a JobSet; ``gcluster job cancel NAME``), and what the tool may make for
+itself (gcluster resolves a TPU v7 slice's workload policy on its own). The run store records
+which tool submitted each workload (``detail.submitter``), so teardown, ``cleanup`` and ``gc``
+cancel it the way that tool's workloads are cancelled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from tpu_trainer.infra.gcloud import Gcloud
+from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Expired, Pending, Tick, wait_until
 from tpu_trainer.infra.runner import CommandResult, CommandRunner
-from tpu_trainer.infra.xpk import WaitOutcome, Xpk, wait_outcome, workload_delete_argv
-from tpu_trainer.infra.xpk import workload_wait_argv as xpk_wait_argv
+from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.launchers.gke.jobset import JobSetEnding
 from tpu_trainer.store.db import LIVE_STATES, ResourceState, RunStore
 
 SUBMITTER_KEY = "submitter"
 """The key of a workload resource's ``detail`` naming the tool that submitted it."""
 XPK, GCLUSTER = "xpk", "gcluster"
+
+
+class WaitOutcome(StrEnum):
+    """How waiting for a workload's end ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,9 +74,6 @@ Ending = Callable[[], JobSetEnding | None]
 class Submitter(Protocol):
     name: str
     """``xpk`` or ``gcluster``: recorded with the workload, shown in errors."""
-    wait_code: int | None
-    """The exit code of the submitter's own wait command, when it ran one (shown when the
-    wait itself failed)."""
     kueue: KueueNeeds
 
     def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
@@ -80,36 +88,61 @@ class Submitter(Protocol):
         """The workload policy the submit may create on its own (recorded and torn down)."""
         ...
 
+    def script_env(self, project_number: str | None) -> dict[str, str]:
+        """What the submit script needs in its environment to run this submitter."""
+        ...
+
 
 @dataclass
-class XpkSubmitter:
-    xpk: Xpk
+class JobSetSubmitter:
+    """What both submitters share: they run their commands through ``runner`` and wait on the
+    JobSet's own ``Completed``/``Failed`` condition, read every ``poll_seconds`` until it has
+    one."""
+
+    runner: CommandRunner
+    poll_seconds: float = 10.0
+    clock: Clock = SYSTEM_CLOCK
+
+    def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
+        def check(_tick: Tick) -> WaitOutcome | Pending:
+            end = ending()
+            if end is None:
+                return Pending(f"waiting for JobSet {target.workload} to finish")
+            return WaitOutcome.SUCCEEDED if end.succeeded else WaitOutcome.FAILED
+
+        found = wait_until(check, interval=self.poll_seconds, timeout=timeout_s, clock=self.clock)
+        return WaitOutcome.TIMEOUT if isinstance(found, Expired) else found
+
+
+XPK_NAMESPACE = "default"
+"""The namespace xpk submits to: the one it makes current (``kubectl config set-context
+--current --namespace=default``)."""
+
+
+@dataclass
+class XpkSubmitter(JobSetSubmitter):
+    xpk: Xpk | None = None
+    """The tool's xpk, which the submit script runs (None: the one on PATH)."""
+    kubectl: Kubectl | None = None
+    """What deletes the workload (None: kubectl through ``runner``)."""
     name: str = XPK
-    wait_code: int | None = None
     kueue: KueueNeeds = KueueNeeds(adapt_with_xpk=True, xpk_configmap=True)
 
-    def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:  # noqa: ARG002 (xpk waits itself)
-        argv = xpk_wait_argv(
-            workload=target.workload,
-            cluster=target.cluster,
-            project=target.project,
-            zone=target.zone,
-            timeout_s=timeout_s,
-        )
-        self.wait_code = self.xpk.run(argv, timeout=timeout_s + 600).code
-        return wait_outcome(self.wait_code)
-
     def cancel(self, target: Target) -> CommandResult:
-        argv = workload_delete_argv(
-            workload=target.workload,
-            cluster=target.cluster,
-            project=target.project,
-            zone=target.zone,
-        )
-        return self.xpk.run(argv, timeout=1800)
+        """What ``xpk workload delete`` runs for a JobSet workload, once it has the cluster's
+        credentials: ``kubectl delete jobset NAME`` in the namespace xpk submits to; the
+        JobSet's pods and Kueue's Workload go with it."""
+        kubectl = self.kubectl or Kubectl(self.runner)
+        return kubectl.delete("jobset", target.workload, XPK_NAMESPACE)
 
     def makes_for_itself(self, workload_policy: str | None) -> str | None:  # noqa: ARG002
         return None  # the run creates the policy before its node pool; xpk finds it there
+
+    def script_env(self, project_number: str | None) -> dict[str, str]:
+        """The tool's xpk first on PATH, and ``PROJECT_NUMBER`` (the script passes it to xpk,
+        which then does not ask Cloud Resource Manager for it)."""
+        found = self.xpk.script_env() if self.xpk is not None else {}
+        return {**found, "PROJECT_NUMBER": project_number or ""}
 
 
 def gcluster_cancel_argv(target: Target) -> list[str]:
@@ -127,25 +160,9 @@ def gcluster_cancel_argv(target: Target) -> list[str]:
 
 
 @dataclass
-class GclusterSubmitter:
-    runner: CommandRunner
-    poll_seconds: float = 10.0
-    clock: Clock = SYSTEM_CLOCK
+class GclusterSubmitter(JobSetSubmitter):
     name: str = GCLUSTER
-    wait_code: int | None = None
     kueue: KueueNeeds = KueueNeeds(adapt_with_xpk=False, xpk_configmap=False)
-
-    def wait(self, target: Target, ending: Ending, timeout_s: int) -> WaitOutcome:
-        """The JobSet's own ``Completed``/``Failed`` condition, read until it has one."""
-
-        def check(_tick: Tick) -> WaitOutcome | Pending:
-            end = ending()
-            if end is None:
-                return Pending(f"waiting for JobSet {target.workload} to finish")
-            return WaitOutcome.SUCCEEDED if end.succeeded else WaitOutcome.FAILED
-
-        found = wait_until(check, interval=self.poll_seconds, timeout=timeout_s, clock=self.clock)
-        return WaitOutcome.TIMEOUT if isinstance(found, Expired) else found
 
     def cancel(self, target: Target) -> CommandResult:
         return self.runner.run(gcluster_cancel_argv(target), timeout=1800)
@@ -153,14 +170,22 @@ class GclusterSubmitter:
     def makes_for_itself(self, workload_policy: str | None) -> str | None:
         return workload_policy
 
+    def script_env(self, project_number: str | None) -> dict[str, str]:  # noqa: ARG002
+        return {}
+
 
 def submitter_named(
-    name: str, xpk: Xpk, *, poll_seconds: float = 10.0, clock: Clock = SYSTEM_CLOCK
+    name: str,
+    xpk: Xpk,
+    kubectl: Kubectl | None = None,
+    *,
+    poll_seconds: float = 10.0,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Submitter:
     """The submitter a recipe (``plan.recipe.submitter``) or a stored workload names."""
     if name == GCLUSTER:
         return GclusterSubmitter(xpk.runner, poll_seconds, clock)
-    return XpkSubmitter(xpk)
+    return XpkSubmitter(xpk.runner, poll_seconds, clock, xpk, kubectl)
 
 
 @dataclass

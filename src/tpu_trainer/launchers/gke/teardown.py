@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 from tpu_trainer.app.display import Display
 from tpu_trainer.app.outcome import TeardownReport
+from tpu_trainer.app.services import Services
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud, is_not_found
+from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.launchers.gke.nodepool import run_of_tool_pool
@@ -34,6 +36,9 @@ class Teardown:
     xpk: Xpk
     display: Display
     dry_run: bool = field(default=False, kw_only=True)
+    kubectl: Kubectl | None = field(default=None, kw_only=True)
+    """What deletes an xpk workload (its JobSet), as the run's other kubectl calls reach the
+    cluster (None: kubectl through the xpk client's runner)."""
     """Print the deletes, run none, change nothing in the store."""
     poll_seconds: float = field(default=10.0, kw_only=True)
     wait_timeout_s: float = field(default=4 * 3600.0, kw_only=True)
@@ -41,6 +46,19 @@ class Teardown:
     _listed: dict[tuple[str, str], list[str]] = field(default_factory=dict, init=False)
     """Node pools listed since the last delete, by (cluster, location): a policy's users and
     the final check ask the same question once."""
+
+    @classmethod
+    def of(cls, svc: Services, *, poll_seconds: float, dry_run: bool = False) -> Teardown:
+        """The teardown of a GKE run's resources, with the services' gcloud, xpk and kubectl."""
+        return cls(
+            svc.store,
+            svc.gcloud,
+            svc.xpk,
+            svc.display,
+            dry_run=dry_run,
+            poll_seconds=poll_seconds,
+            kubectl=svc.kubectl,
+        )
 
     def run(self, run_id: str) -> TeardownReport:
         """Delete every live resource of ``run_id``, newest kind first, and verify the pools.
@@ -72,8 +90,11 @@ class Teardown:
             return
         self._mark_deleting(res)
         zone = str(res.detail.get("zone") or res.location)
-        # cancelled with the tool that submitted it: ``xpk workload delete``, ``gcluster job cancel``
-        submitter = submitter_named(str(res.detail.get(SUBMITTER_KEY) or XPK), self.xpk)
+        # cancelled as the tool that submitted it cancels it: ``xpk workload delete``'s kubectl
+        # delete of the JobSet, ``gcluster job cancel``
+        submitter = submitter_named(
+            str(res.detail.get(SUBMITTER_KEY) or XPK), self.xpk, self.kubectl
+        )
         target = Target(
             workload=res.name, cluster=res.cluster or "", project=res.project, zone=zone
         )

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from tpu_trainer.fakecloud.state import State, clock, read_state, transaction
-from tpu_trainer.simcloud.kube import protobuf, raycluster, store
+from tpu_trainer.simcloud.kube import protobuf, raycluster, store, views
 from tpu_trainer.simcloud.kube.admission import admit, check_field_validation
 from tpu_trainer.simcloud.kube.patch import APPLY, STRATEGIC, apply_patch, merge_patch
 from tpu_trainer.simcloud.kube.resources import Resource, find
@@ -21,6 +21,7 @@ from tpu_trainer.simcloud.kube.selectors import field_selector, label_selector
 from tpu_trainer.simcloud.kube.status import (
     KubeError,
     bad_request,
+    forbidden,
     method_not_allowed,
     path_not_found,
 )
@@ -45,6 +46,8 @@ class Answer:
     code: int
     body: Obj
     warnings: list[str] = field(default_factory=list)
+    lost: bool = False
+    """The change is made but the connection drops before the answer (a scenario's fault)."""
 
 
 def parse_target(parts: list[str]) -> Target | None:
@@ -117,7 +120,6 @@ class KubeApi:
     def _route(
         self, verb: str, t: Target, query: dict[str, str], raw: bytes, headers: dict[str, str]
     ) -> Answer:
-        ns = t.namespace or ""
         as_table = "as=Table" in headers.get("accept", "")
         if verb == "GET" and not t.name:
             return self._tx(lambda s: self._list(s, t, query, as_table))
@@ -130,7 +132,7 @@ class KubeApi:
             return self._tx(lambda s: self._create(s, t, body, validation))
         if verb == "PUT" and t.name:
             body = _object(_decode(raw, ctype), t.resource)
-            return self._tx(lambda s: self._update(s, t, lambda _: body, validation))
+            return self._tx(lambda s: self._update(s, t, lambda _: body, validation, "update"))
         if verb == "PATCH" and t.name:
             if ctype.startswith(STRATEGIC) and t.resource.schema is not None:
                 raise KubeError(
@@ -148,10 +150,20 @@ class KubeApi:
             )
         if verb == "DELETE" and t.name:
             orphan = _propagation(raw) == "Orphan"
-            return self._tx(
-                lambda s: Answer(200, store.delete(s, t.resource, ns, t.name, orphan=orphan))
-            )
+            return self._tx(lambda s: self._delete(s, t, orphan))
         raise method_not_allowed(verb.lower(), t.resource)
+
+    def _may(self, state: State, t: Target, verb: str, name: str) -> None:
+        """RBAC as the scenario has it: its account may not write ``kube_forbidden`` kinds."""
+        if t.resource.group_resource in (state.get("behaviours") or {}).get("kube_forbidden", ()):
+            user = str(state.get("account") or "system:anonymous")
+            raise forbidden(t.resource, name, user, verb, t.namespace)
+
+    def _delete(self, state: State, t: Target, orphan: bool) -> Answer:
+        self._may(state, t, "delete", t.name)
+        return Answer(
+            200, store.delete(state, t.resource, t.namespace or "", t.name, orphan=orphan)
+        )
 
     # ---- verbs -----------------------------------------------------------------------------
     def _get(self, state: State, t: Target, as_table: bool) -> Answer:
@@ -203,14 +215,25 @@ class KubeApi:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         obj.setdefault("metadata", {}).pop("resourceVersion", None)
+        self._may(state, t, "create", str(obj["metadata"].get("name") or ""))
         admitted, warnings = self._admit(t, obj, validation)
-        return Answer(201, store.create(state, t.resource, ns, admitted), warnings)
+        made = Answer(201, store.create(state, t.resource, ns, admitted), warnings)
+        made.lost = views.kind_of(t.resource) == "JobSet" and bool(
+            (state.get("behaviours") or {}).get("workload_create_fails_after_submit")
+        )
+        return made
 
     def _update(
-        self, state: State, t: Target, change: Callable[[Obj], Any], validation: str
+        self,
+        state: State,
+        t: Target,
+        change: Callable[[Obj], Any],
+        validation: str,
+        verb: str = "patch",
     ) -> Answer:
         ns = t.namespace or ""
         current = store.stored(state, t.resource, ns, t.name)
+        self._may(state, t, verb, t.name)
         new = change(current)
         if not isinstance(new, dict):
             raise bad_request("the patched object is not an object")

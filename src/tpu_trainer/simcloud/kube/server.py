@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.fakecloud.crd import validate
 from tpu_trainer.simcloud.kube import discovery, pod_ports, tunnel
 from tpu_trainer.simcloud.kube.api import Answer, KubeApi, parse_target
 from tpu_trainer.simcloud.kube.logs import log_lines
@@ -60,7 +62,7 @@ class KubeServer:
     def start(self) -> str:
         """Serve from daemon threads; returns the base URL (``https://127.0.0.1:<port>``, or
         ``http://`` without certificates)."""
-        registry()  # read the CRD files now, not in kubectl's first request
+        threading.Thread(target=_warm, daemon=True).start()  # not in kubectl's first request
         tls = self.pki.server_context() if self.pki is not None else None
         self._server = serve_on_loopback(self._answer, protocol_version="HTTP/1.1", tls=tls)
         threading.Thread(target=self._stop_when_idle, daemon=True).start()
@@ -187,6 +189,9 @@ class KubeServer:
     def _send(self, h: BaseHTTPRequestHandler, answer: Answer) -> None:
         with self._lock:
             self.requests.append((h.command, h.path, answer.code))
+        if answer.lost:  # made, but the client never hears so: the connection just ends
+            h.close_connection = True
+            return
         data = json.dumps(answer.body).encode()
         h.send_response(answer.code)
         h.send_header("Content-Type", "application/json")
@@ -222,6 +227,20 @@ def _pod_subresource(parts: list[str], name: str) -> bool:
         and parts[4] == "pods"
         and parts[6] == name
     )
+
+
+def _warm() -> None:
+    """Read the CRD files and make the JobSet's validators now, beside whatever the process
+    does next: seconds of CPU a first request would otherwise wait for (the JobSet's CRD alone
+    is 800 kB of YAML, parsed again for admission)."""
+    try:
+        for resource in registry():
+            if resource.group == "jobset.x-k8s.io":
+                body = {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": {}}
+                for strict in (False, True):
+                    validate(body, strict=strict)
+    except (TpuTrainerError, OSError):  # the request that needs them says what is wrong
+        return
 
 
 def _is_log(parts: list[str]) -> bool:

@@ -85,6 +85,22 @@ def invalid(resource: Resource, name: str, causes: list[tuple[str, str, str]]) -
     return KubeError(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', body)
 
 
+def forbidden(
+    resource: Resource, name: str, user: str, verb: str, namespace: str | None
+) -> KubeError:
+    """RBAC's 403: ``User "U" cannot create resource "R" in API group "G" at the cluster
+    scope`` (or ``in the namespace "N"``)."""
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    subject = f'{resource.group_resource} "{name}"' if name else resource.group_resource
+    return KubeError(
+        403,
+        "Forbidden",
+        f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource.plural}" in '
+        f'API group "{resource.group}" {scope}',
+        _details(resource, name),
+    )
+
+
 def bad_request(message: str) -> KubeError:
     return KubeError(400, "BadRequest", message)
 

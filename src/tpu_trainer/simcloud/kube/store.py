@@ -115,7 +115,20 @@ def _all(state: State, resource: Resource, jobset: str | None = None) -> list[Ob
         always = (*BUILTIN_NAMESPACES, *ADDON_NAMESPACES)
         found += [_namespace(n, created) for n in always if n not in names]
         found.sort(key=lambda o: str(o["metadata"]["name"]))
-    return found + addon_objects(resource, now(state))
+    stored = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in found}
+    addons = addon_objects(resource, now(state))
+    return found + [
+        a for a in addons if (a["metadata"]["namespace"], a["metadata"]["name"]) not in stored
+    ]
+
+
+def _addon(state: State, resource: Resource, namespace: str, name: str) -> Obj | None:
+    """The controller Deployment ``namespace/name`` as the cluster started with it, if it is
+    one (``addons.py``): stored on its first change, like any object."""
+    for obj in addon_objects(resource, now(state)):
+        if (obj["metadata"]["namespace"], obj["metadata"]["name"]) == (namespace, name):
+            return obj
+    return None
 
 
 def get(state: State, resource: Resource, namespace: str, name: str) -> Obj:
@@ -242,7 +255,7 @@ def replace(
 ) -> Obj:
     """An update (PUT, or the result of a patch): what changes and what the server keeps."""
     objects, key = _place(state, resource, namespace, name)
-    old = objects.get(key)
+    old = objects.get(key) or _addon(state, resource, namespace, name)
     if old is None:
         raise not_found(resource, name)
     if resource.schema is not None:
@@ -279,7 +292,7 @@ def replace(
 
 def stored(state: State, resource: Resource, namespace: str, name: str) -> Obj:
     objects, key = _place(state, resource, namespace, name)
-    obj = objects.get(key)
+    obj = objects.get(key) or _addon(state, resource, namespace, name)
     if obj is None:
         raise not_found(resource, name)
     return _served(resource, obj)
