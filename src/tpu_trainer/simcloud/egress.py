@@ -15,7 +15,6 @@ gcloud trusts the CA through ``CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE`` and ``REQUES
 
 from __future__ import annotations
 
-import datetime
 import os
 import select
 import socket
@@ -26,7 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpu_trainer.infra.files import atomic_write, file_lock
+from cryptography import x509
+
+from tpu_trainer.infra.files import atomic_write
+from tpu_trainer.simcloud.certs import ServerCerts, Subject, server_certs
 
 REGISTRY_HOSTS = ("gcr.io", "*.gcr.io", "*.pkg.dev")
 """The hosts the registry emulation answers for (the certificate's names)."""
@@ -40,7 +42,6 @@ GOOGLE_SUFFIXES = (
     "google.internal",
 )
 """Hosts that are Google's: answered by the simulation or refused, never reached."""
-_VALID = datetime.timedelta(days=365)
 
 
 def is_registry(host: str) -> bool:
@@ -51,97 +52,18 @@ def is_google(host: str) -> bool:
     return any(host == s or host.endswith("." + s) for s in GOOGLE_SUFFIXES)
 
 
-@dataclass(frozen=True, slots=True)
-class EgressPki:
-    """The rehearsal's CA and the registry hosts' certificate, as files in ``folder``."""
-
-    folder: Path
-
-    @property
-    def ca_file(self) -> Path:
-        return self.folder / "ca.crt"
-
-    @property
-    def cert_file(self) -> Path:
-        return self.folder / "registry.crt"
-
-    @property
-    def key_file(self) -> Path:
-        return self.folder / "registry.key"
-
-    def server_context(self) -> ssl.SSLContext:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.cert_file, self.key_file)
-        context.set_alpn_protocols(["http/1.1"])
-        return context
+EgressPki = ServerCerts
+"""The rehearsal's CA and the registry hosts' certificate, as files."""
 
 
 def egress_pki(folder: Path) -> EgressPki:
     """The certificates in ``folder``, made once (under a lock) when missing."""
-    pki = EgressPki(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder / ".lock"):
-        if not all(p.exists() for p in (pki.ca_file, pki.cert_file, pki.key_file)):
-            ca, cert, key = _certificates()
-            atomic_write(pki.ca_file, ca.decode(), sync=False)
-            atomic_write(pki.cert_file, cert.decode(), sync=False)
-            atomic_write(pki.key_file, key.decode(), mode=0o600, sync=False)
-    return pki
-
-
-def _certificates() -> tuple[bytes, bytes, bytes]:
-    """(CA PEM, certificate PEM for :data:`REGISTRY_HOSTS`, its key PEM); ECDSA P-256, with
-    the key identifiers a strict verifier (Python 3.13's default) asks for."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    def name(common: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = name("rehearsal egress CA")
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + _VALID)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
+    subject = Subject(
+        ca="rehearsal egress CA",
+        server=REGISTRY_HOSTS[0],
+        names=[x509.DNSName(h) for h in REGISTRY_HOSTS],
     )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name(REGISTRY_HOSTS[0]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + _VALID)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(h) for h in REGISTRY_HOSTS]), critical=False
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(
-        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+    return server_certs(folder, "registry", subject)
 
 
 Serve = Callable[[ssl.SSLSocket, str], None]
