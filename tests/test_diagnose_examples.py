@@ -383,6 +383,14 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "cluster tpu-c1. Please wait and try again once it is done.",
         "gcloud container operations wait operation-1700-ab12",
     ),
+    "node-unreachable": (
+        "  Ready   Unknown   NodeStatusUnknown   Kubelet stopped posting node status.",
+        "kubectl describe node <node>",
+    ),
+    "nodepool-error-state": (
+        'Error: NodePool pool-v6e was created in the error state "ERROR"',
+        "gcloud container node-pools delete pool-v6e",
+    ),
     "gcluster-blueprint-invalid": (
         "Error: deployment variable zone was not set",
         "--vars zone=<value>",
