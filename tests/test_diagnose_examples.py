@@ -364,6 +364,37 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "xmp.spawn.",
         "only inside the function passed to xmp.spawn",
     ),
+    "tpu-metadata-fetch-failed": (
+        "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+        "http://metadata.google.internal/computeMetadata/v1/instance/attributes/tpu-env",
+        "computeMetadata/v1/instance/attributes/tpu-env`",
+    ),
+    "cloud-tpu-client": (
+        'RuntimeError: TPU "tpu-a" is not yet ready; state: "REPAIRING"',
+        "tpu-vm describe tpu-a --zone=<zone>` (state READY, health HEALTHY; it was REPAIRING)",
+    ),
+    "gcsfuse-mount-error": (
+        "daemonize.Run: readFromProcess: sub-process: mountWithArgs: mountWithConn: "
+        'fs.NewServer: SetUpBucket: OpenBucket: Unknown bucket "ckpt-eu"',
+        "fusermount -u <dir>",
+    ),
+    "cluster-operation-in-progress": (
+        "ResponseError: code=400, message=Operation operation-1700-ab12 is currently upgrading "
+        "cluster tpu-c1. Please wait and try again once it is done.",
+        "gcloud container operations wait operation-1700-ab12",
+    ),
+    "node-unreachable": (
+        "  Ready   Unknown   NodeStatusUnknown   Kubelet stopped posting node status.",
+        "kubectl describe node <node>",
+    ),
+    "nodepool-error-state": (
+        'Error: NodePool pool-v6e was created in the error state "ERROR"',
+        "gcloud container node-pools delete pool-v6e",
+    ),
+    "gcluster-blueprint-invalid": (
+        "Error: deployment variable zone was not set",
+        "--vars zone=<value>",
+    ),
     "tpu-metadata-unavailable": (
         "I0000 00:00:1700000000.000001    1337 common_lib.cc:174] Failed to fetch URL on try 6 "
         "out of 6: Failed to fetch URL (http status: 404) No error",
