@@ -110,12 +110,15 @@ def run_case(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
             proc.send_signal(sig)
             out.signals_sent += 1
         out.train_code = proc.wait(timeout=reh.timeout_s)
+    except subprocess.TimeoutExpired as e:
+        _stop(proc, readers)
+        tail = "".join(lines)[-6000:]
+        raise AssertionError(
+            f"train did not end within {reh.timeout_s:.0f} s of {out.signals_sent} signal(s) "
+            f"at {case.stage}; what it printed:\n{tail}"
+        ) from e
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    for t in readers:
-        t.join(timeout=10)
+        _stop(proc, readers)
     gc = subprocess.run(
         reh.tool("gc", "--rehearse", str(reh.scenario), "--poll", "0.1"),
         env=reh.env,
@@ -129,6 +132,15 @@ def run_case(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
     out.traceback = "Traceback (most recent call last)" in out.output
     _judge(reh, before, out)
     return out
+
+
+def _stop(proc: subprocess.Popen[str], readers: list[threading.Thread]) -> None:
+    """Kill the train process if it still runs, and read what it printed to the end."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for t in readers:
+        t.join(timeout=10)
 
 
 def _reader(stream: Any, lines: list[str]) -> threading.Thread:
