@@ -39,8 +39,9 @@ def resume(
 ) -> None:
     """Carry on a run whose process died, or that ended interrupted (preempted), then collect,
     report and clean up as usual. GKE: follow its workload again, or a new segment on new
-    capacity. TPU VM: a new segment on the run's VM while it is READY, else on a VM made again.
-    MaxText restores its last durable checkpoint."""
+    capacity. TPU VM: while its VM is READY and the program it started still runs (or has ended)
+    there, follow that program again in the same segment; else a new segment on the run's VM
+    while it is READY, or on a VM made again. MaxText restores its last durable checkpoint."""
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
     from tpu_trainer.launchers.gke.run import GkeRun
