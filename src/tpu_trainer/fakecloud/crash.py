@@ -3,9 +3,9 @@ then ``tpu-trainer gc``; what is left in the fake cloud and the run store is the
 
 The stage is seen, not guessed: from the run store (a run row, a stage started), from the
 fake cloud's state (a node pool of the run still PROVISIONING), from the run's folder (a
-training step in worker 0's log: :data:`STEP`), or from the tool's own output (its teardown started). Used by
-the tests and by ``bench/crash_matrix.py``; :func:`crash` alone (no gc) leaves the run as the
-signal left it, for ``tpu-trainer resume RUN``.
+training step in worker 0's log: :data:`STEP`), or from the tool's own output (its teardown
+started). Used by the tests and by ``bench/crash_matrix.py``; :func:`crash` alone (no gc)
+leaves the run as the signal left it, for ``tpu-trainer resume RUN``.
 """
 
 from __future__ import annotations

@@ -5,16 +5,18 @@ stopped by its process id, or the VM goes.
 
 What each worker prints is decided when the program starts (the scenario's ``train:`` output)
 and kept under the rehearsal folder (``tpu-vm-workers/<node>/<worker>.out``: a long log stays
-out of the state file); the node's ``program`` in the state says which run folder it runs in,
-when it started and how it ends. With ``train: line_seconds: S`` a line comes out every S
-seconds of the scenario's clock (0: all at once), which moves on only when the emulated APIs
-or the tool's waits move it (the hang watchdog of the run that follows the program): a program
-whose run's process died waits, as it were, until a process follows it again. A follow (the ``tail -f`` of the train and attach
-commands) writes the lines out so far to the session's log files, then the next ones as they
-come, until the program ends; it then exits with the worker's scripted status, or 143 when the
-program was stopped first. With ``hang`` the program runs on after its last line until it is
-stopped. A program whose run the scenario preempts takes the VM with it once its last line is
-out: the VM reads PREEMPTED and the session drops (exit 255).
+out of the state file); the node's ``program`` in the state says which run folder and segment
+it runs for, when it started and how it ends. With ``train: line_seconds: S`` a line comes out
+every S seconds of the scenario's clock (0: all at once), which moves on only when the emulated
+APIs or the tool's waits move it (the hang watchdog of the run that follows the program): a
+program whose run's process died waits, as it were, until a process follows it again.
+
+A follow (the ``tail -f`` of the train and attach commands) writes the lines out so far to the
+session's log files, then the next ones as they come, until the program ends; it then exits
+with the worker's scripted status, or 143 when the program was stopped first. With ``hang`` the
+program runs on after its last line until it is stopped. A program whose run the scenario
+preempts takes the VM with it once its last line is out: the VM reads PREEMPTED and the session
+drops (exit 255).
 """
 
 from __future__ import annotations
