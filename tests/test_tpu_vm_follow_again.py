@@ -154,3 +154,24 @@ def test_a_program_the_open_segment_did_not_start_is_stopped_and_a_new_segment_r
     rows = segments(store_db(tmp_path), "n, cause, last_step")
     assert [r[:2] for r in rows] == [(1, "crashed"), (2, None)] and rows[1][2] == STEPS - 1
     assert the_run(tmp_path, "status") == ("succeeded",)
+
+
+def test_a_killed_run_whose_vm_was_preempted_runs_a_new_segment_on_a_vm_made_again(
+    tmp_path: Path,
+) -> None:
+    reh, run_id = _killed_at_a_step(tmp_path)
+    with transaction(reh.state) as cloud:  # the capacity is taken back while no one follows
+        (node,) = cloud["tpu_vm"]["nodes"].values()
+        node["state"] = "PREEMPTED"
+    again = _resume(reh, run_id)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-4000:]
+    assert "is PREEMPTED: it is deleted and made again" in out
+    assert "following it again" not in out
+    calls = _calls(tmp_path)
+    assert len([c for c in calls if "tpu-vm create" in c]) == 2
+    assert len([c for c in calls if "setsid nohup" in c]) == 2  # started again on the new VM
+    rows = segments(store_db(tmp_path), "n, cause, last_step")
+    assert [r[:2] for r in rows] == [(1, "crashed"), (2, None)] and rows[1][2] == STEPS - 1
+    assert the_run(tmp_path, "status") == ("succeeded",)
+    assert read_state(reh.state)["tpu_vm"]["nodes"] == {}
