@@ -8,6 +8,8 @@ short); the real kubectl, the Kubernetes API emulator and a fake Ray dashboard p
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,3 +119,44 @@ def test_resume_without_the_raycluster_ends_the_open_segment_and_runs_a_new_one(
         (2, None),
     ]
     assert kinds_left(cloud.state) == set()
+
+
+def test_resume_of_a_kuberay_run_without_its_kept_manifest_says_how_to_go_on(
+    tmp_path: Path,
+) -> None:
+    """`tpu-trainer resume RUN` takes KubeRay runs; the image comes from the RayCluster the run
+    kept (runs/<run>/raycluster.yaml): without it, a clear error and what to do next."""
+    from conftest import CONFIG, RECIPES, RECIPES_ROOT, cli_env, plan_for
+    from tpu_trainer.app.plan_json import plan_json
+    from tpu_trainer.store.db import RunStore
+
+    store = RunStore(tmp_path / "store" / "runs.db")
+    plan = plan_for(RECIPES["classic"])
+    store.create_run(
+        RUN_ID,
+        model=plan.model,
+        request="r",
+        launcher=LaunchPath.KUBERAY,
+        device_type=plan.slice.device_type,
+        precision="bf16",
+        project="demo-project",
+        cluster="demo-cluster",
+        region="us-central1",
+        zone=None,
+        plan_json=plan_json(plan),
+    )
+    store.close()
+    env = {**cli_env(tmp_path), "TPU_TRAINER_CONFIG": str(CONFIG)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_trainer", "resume", RUN_ID],
+        env=env,
+        cwd=RECIPES_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in out, out[-3000:]
+    assert f"run {RUN_ID} has no RayCluster manifest with an image" in out, out[-3000:]
+    assert "--backend kuberay --ray-image IMAGE" in out
