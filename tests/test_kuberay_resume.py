@@ -132,19 +132,8 @@ def test_resume_of_a_kuberay_run_without_its_kept_manifest_says_how_to_go_on(
 
     store = RunStore(tmp_path / "store" / "runs.db")
     plan = plan_for(RECIPES["classic"])
-    store.create_run(
-        RUN_ID,
-        model=plan.model,
-        request="r",
-        launcher=LaunchPath.KUBERAY,
-        device_type=plan.slice.device_type,
-        precision="bf16",
-        project="demo-project",
-        cluster="demo-cluster",
-        region="us-central1",
-        zone=None,
-        plan_json=plan_json(plan),
-    )
+    device = plan.slice.device_type
+    new_run(store, RUN_ID, LaunchPath.KUBERAY, device, plan_json(plan), project="demo-project")
     store.close()
     env = {**cli_env(tmp_path), "TPU_TRAINER_CONFIG": str(CONFIG)}
     proc = subprocess.run(
