@@ -16,7 +16,8 @@ session's log files, then the next ones as they come, until the program ends; it
 with the worker's scripted status, or 143 when the program was stopped first. With ``hang`` the
 program runs on after its last line until it is stopped. A program whose run the scenario
 preempts takes the VM with it once its last line is out: the VM reads PREEMPTED and the session
-drops (exit 255).
+drops (exit 255). A follow whose scenario clock has not moved for five real minutes (no
+process of the run waits any more) drops too.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ NO_STATUS = 137
 DROPPED = 255
 """ssh's status when the connection drops."""
 _POLL_S = 0.1
+_STILL_S = 300.0
+"""Real seconds a follow waits on a scenario clock that does not move (the process that
+moved it, its run's, died) before its connection drops, so that it never polls for ever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,7 @@ def follow(
     files = {w: _Lines(_output_file(name, w), out_dir, w) for w in workers}
 
     def loop(answer: Answer) -> None:
+        moved, seen = time.monotonic(), None
         while True:
             state = read_state(path)
             node = state["tpu_vm"]["nodes"].get(name)
@@ -162,6 +167,11 @@ def follow(
                 finish(answer, dict.fromkeys(workers, NO_STATUS))
                 break
             now = clock(state)
+            if now != seen:
+                moved, seen = time.monotonic(), now
+            elif time.monotonic() - moved > _STILL_S:  # no one moves the clock any more
+                _dropped(answer, node)
+                break
             for lines in files.values():
                 lines.show(lines_out(program, now), answer)
             if program["preempts"] and _preempted_now(path, name):
