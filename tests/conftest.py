@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,6 +149,7 @@ def new_run(
     run_id: str = "r1",
     launcher: LaunchPath = LaunchPath.XPK,
     device_type: str = "tpu7x-8",
+    plan_json: dict[str, Any] | None = None,
     **fields: str | None,
 ) -> None:
     """A run in ``store``; what a test does not name is filled in (model ``m``, bf16, no
@@ -173,7 +175,7 @@ def new_run(
         cluster=values["cluster"],
         region=values["region"],
         zone=values["zone"],
-        plan_json=None,
+        plan_json=plan_json,
     )
 
 

@@ -39,6 +39,30 @@ class Cloud:
 
 
 TOKEN = "kuberay-made-token-5f2c9e0a7b"
+RAY_LOG = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs" / "ray_v6e_4x4.log"
+RANK = "\x1b[36m(TrainController pid=2210)\x1b[0m - (ip=10.12.3.6, pid=4411) world_rank=0, local_rank=0, node_rank=0\n"
+CPU_ONLY: dict[str, Any] = {
+    "project": "demo-project",
+    "region": "us-central1",
+    "cluster": {"name": "demo-cluster"},
+    # CPU nodes for the Ray head; no TPU node pool: the TPU workers stay Pending
+    "node_pools": [
+        {"name": "default-pool", "machine_type": "e2-standard-8", "node_count": 3,
+         "zone": "us-central1-a"}
+    ],
+}  # fmt: skip
+
+
+def ray_job_chunks() -> list[str]:
+    """A Ray Train job's log (12 MaxText steps on worker 0, whose rank the controller names),
+    in three chunks."""
+    lines = RAY_LOG.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "Started training worker group" in line)
+    lines.insert(at + 1, RANK)
+    third = len(lines) // 3
+    return ["".join(lines[:third]), "".join(lines[third : 2 * third]), "".join(lines[2 * third :])]
+
+
 SETTINGS = RaySettings(image="us-docker.pkg.dev/demo-project/images/ray-maxtext:2.60.0")
 
 

@@ -151,6 +151,14 @@ def test_a_rehearsal_says_when_it_uses_the_scenarios_reservations(tmp_path: Path
     assert plain == "rehearsal: reservations from the scenario, in its order: res-a, res-b, res-c"
 
 
+@pytest.mark.unit
+def test_a_rehearsal_keeps_the_configurations_hang_watchdog(tmp_path: Path) -> None:
+    scenario = load_scenario(_scenario(tmp_path))
+    user = replace(EMPTY, watchdog_k=12.0, first_step_deadline=900.0)
+    config = rehearsal_config(scenario, "s.yaml", user)
+    assert (config.watchdog_k, config.first_step_deadline) == (12.0, 900.0)
+
+
 # -- kubectl printing something that is not JSON --------------------------------------------
 
 

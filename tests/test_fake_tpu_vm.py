@@ -20,7 +20,14 @@ from tpu_trainer.fakecloud.gcloud_dispatch import answered_by_fake
 from tpu_trainer.fakecloud.scenario import load_scenario
 from tpu_trainer.fakecloud.state import STATE_ENV, transaction
 from tpu_trainer.frameworks.vm_program import LogFormat, RemoteFile, VmProgram
-from tpu_trainer.launchers.tpu_vm.remote import device_check_command, install_command, train_command
+from tpu_trainer.launchers.tpu_vm.remote import (
+    attach_command,
+    device_check_command,
+    install_command,
+    left_command,
+    stop_command,
+    train_command,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -192,7 +199,7 @@ def test_device_check_and_train_shapes_need_the_install_and_the_files(
     assert [(out / f"{w}.log").read_text() for w in range(4)] == [
         f"TPU_TRAINER_DEVICES {w} 16 4\n" for w in range(4)
     ]
-    no_files = _ssh(fake, train_command(PROGRAM, "r1"), out)
+    no_files = _ssh(fake, train_command(PROGRAM, "r1", 1), out)
     assert no_files.code == 2
     assert "can't open file '/home/user/tpu-trainer/runs/r1/run.py'" in (out / "0.log").read_text()
     local = tmp_path / "run.py"
@@ -201,9 +208,79 @@ def test_device_check_and_train_shapes_need_the_install_and_the_files(
         "tpu-vm", "scp", str(local), "t1:tpu-trainer/runs/r1/", *WHERE, "--worker=all"
     )
     assert copied.code == 0, copied.err
-    trained = _ssh(fake, train_command(PROGRAM, "r1"), out)
+    trained = _ssh(fake, train_command(PROGRAM, "r1", 1), out)
     assert trained.code == 0
     assert "Train step 1 training loss" in (out / "0.log").read_text()
+
+
+def _installed(tmp_path: Path, fake: Fake) -> Path:
+    """The program installed and its file copied to every worker; the folder gcloud writes to."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    assert _ssh(fake, install_command(PROGRAM, "r1"), out).code == 0
+    local = tmp_path / "run.py"
+    local.write_text("print('hi')\n")
+    fake.tpu("tpu-vm", "scp", str(local), "t1:tpu-trainer/runs/r1/", *WHERE, "--worker=all")
+    return out
+
+
+def _logs(out: Path) -> list[str]:
+    return [(out / f"{w}.log").read_text() for w in range(4)]
+
+
+def test_the_program_outlives_its_session_and_is_followed_again_from_its_first_line(
+    tmp_path: Path, fake: Fake
+) -> None:
+    out = _installed(tmp_path, fake)
+    assert _ssh(fake, left_command("r1"), out).code == 0
+    assert _logs(out) == [""] * 4  # nothing started yet
+    trained = _ssh(fake, train_command(PROGRAM, "r1", 1), out)
+    assert trained.code == 0
+    first = _logs(out)
+    assert "Train step 4 training loss" in first[0]
+    assert _ssh(fake, left_command("r1"), out).code == 0
+    assert _logs(out) == ["TPU_TRAINER_ENDED 1\n"] * 4
+    again = tmp_path / "again"
+    again.mkdir()
+    attached = _ssh(fake, attach_command("r1"), again)
+    assert attached.code == 0
+    assert _logs(again) == first  # every line again, from the first
+    program = fake.nodes()["t1"]["program"]
+    assert (program["folder"], program["segment"]) == ("tpu-trainer/runs/r1", 1)
+
+
+def test_a_stop_ends_a_running_program_whose_follow_then_exits_143(
+    tmp_path: Path, fake: Fake
+) -> None:
+    out = _installed(tmp_path, fake)
+    assert _ssh(fake, train_command(PROGRAM, "r1", 2), out).code == 0
+    with transaction(fake.state) as state:  # from now on the program runs on after its output
+        state["tpu_vm"]["behaviour"]["train"]["hang"] = True
+    _ssh(fake, left_command("r1"), out)
+    assert _logs(out) == ["TPU_TRAINER_RUNNING 2\n"] * 4
+    assert _ssh(fake, stop_command("r1"), out).code == 0
+    _ssh(fake, left_command("r1"), out)
+    assert _logs(out) == ["TPU_TRAINER_ENDED 2\n"] * 4
+    attached = _ssh(fake, attach_command("r1"), out)
+    assert attached.code == 143
+    assert "Command execution on worker 0 failed with exit status 143" in attached.err
+
+
+def test_a_command_that_differs_from_the_runs_own_by_one_word_is_not_run(
+    tmp_path: Path, fake: Fake
+) -> None:
+    out = _installed(tmp_path, fake)
+    train = train_command(PROGRAM, "r1", 1)
+    for changed in (
+        train.replace("setsid nohup", "setsid"),
+        train.replace("exit 137", "exit 137; touch x"),
+        train + "\nreboot",
+        stop_command("r1").replace("kill -TERM", "kill -KILL"),
+        attach_command("r1").replace("+1", "+5"),
+    ):
+        answer = _ssh(fake, changed, out)
+        assert answer.code == 127, changed
+    assert fake.nodes()["t1"]["program"] is None
 
 
 def test_base_image_on_v6e_is_created_but_jax_cannot_see_the_topology(

@@ -25,6 +25,7 @@ from tpu_trainer.launchers.kuberay.manifests import (
     RaySettings,
     cluster_name,
     entry_path,
+    image_of,
     kuberay_plan,
     manifest_yaml,
     raycluster,
@@ -43,6 +44,14 @@ CASES = {"classic": 1, "tee-upload": 2}
 def _kplan(variant: str, **opts: Any) -> KubeRayPlan:
     plan = plan_for(RECIPES[variant], num_slices=CASES[variant], **opts)
     return kuberay_plan(plan, SETTINGS, RUN_ID)
+
+
+@pytest.mark.unit
+def test_resume_reads_the_image_back_from_the_runs_kept_manifest() -> None:
+    manifest = manifest_yaml(_kplan("classic").objects)
+    assert image_of(manifest) == SETTINGS.image
+    assert image_of("kind: ConfigMap\n") is None
+    assert image_of("kind: [unclosed\n") is None
 
 
 @pytest.mark.parametrize("variant", sorted(CASES))

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from conftest import new_run
-from kuberay_setup import SETTINGS, TOKEN, Cloud, kinds_left, kuberay_cloud, kuberay_run
+from kuberay_setup import (
+    CPU_ONLY,
+    SETTINGS,
+    TOKEN,
+    Cloud,
+    kinds_left,
+    kuberay_cloud,
+    kuberay_run,
+    ray_job_chunks,
+)
 from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.errors import TpuTrainerError
 from tpu_trainer.fakecloud import parse_scenario
@@ -25,35 +34,13 @@ from tpu_trainer.store.db import ResourceState, RunStatus
 pytestmark = pytest.mark.e2e
 
 RUN_ID = "feedf00d"
-RAY_LOG = Path(__file__).resolve().parent / "fixtures" / "maxtext_logs" / "ray_v6e_4x4.log"
-RANK = "\x1b[36m(TrainController pid=2210)\x1b[0m - (ip=10.12.3.6, pid=4411) world_rank=0, local_rank=0, node_rank=0\n"
 
 
 @pytest.fixture
 def cloud(tmp_path: Path) -> Iterator[Cloud]:
-    scenario = parse_scenario(
-        {
-            "project": "demo-project",
-            "region": "us-central1",
-            "cluster": {"name": "demo-cluster"},
-            # CPU nodes for the Ray head; no TPU node pool: the TPU workers stay Pending
-            "node_pools": [
-                {"name": "default-pool", "machine_type": "e2-standard-8", "node_count": 3,
-                 "zone": "us-central1-a"}
-            ],
-        }
-    )  # fmt: skip
     # the job log's 12 steps are all the run asks for: Ray's SUCCEEDED is then the truth
-    with kuberay_cloud(tmp_path, scenario, RUN_ID, (("steps", "12"),)) as made:
+    with kuberay_cloud(tmp_path, parse_scenario(CPU_ONLY), RUN_ID, (("steps", "12"),)) as made:
         yield made
-
-
-def _job_log() -> list[str]:
-    lines = RAY_LOG.read_text().splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if "Started training worker group" in line)
-    lines.insert(at + 1, RANK)
-    third = len(lines) // 3
-    return ["".join(lines[:third]), "".join(lines[third : 2 * third]), "".join(lines[2 * third :])]
 
 
 def _run(cloud: Cloud, **kwargs: object) -> KubeRayRun:
@@ -61,7 +48,9 @@ def _run(cloud: Cloud, **kwargs: object) -> KubeRayRun:
 
 
 def test_a_kuberay_run_creates_follows_records_and_deletes_everything(cloud: Cloud) -> None:
-    script = JobScript(statuses=("PENDING", "RUNNING", "RUNNING", "SUCCEEDED"), chunks=_job_log())
+    script = JobScript(
+        statuses=("PENDING", "RUNNING", "RUNNING", "SUCCEEDED"), chunks=ray_job_chunks()
+    )
     with FakeRayDashboard(TOKEN, script) as dash:
         configure_ray(cloud.state, dashboard_port=dash.port, token=TOKEN)
         run = _run(cloud, deadlines=Deadlines(start_s=60, finish_s=60, poll_s=0.05))

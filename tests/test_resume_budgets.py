@@ -206,21 +206,6 @@ def test_a_crashed_segment_is_ended_and_the_next_counts_what_it_left_to_redo(
     store.close()
 
 
-def test_the_still_running_probe_is_a_fixed_command_and_its_answer_is_read() -> None:
-    import shlex
-
-    from tpu_trainer.frameworks.vm_program import remote_run_dir
-    from tpu_trainer.launchers.tpu_vm.remote import running_command, still_running
-
-    command = running_command("ab12; rm -rf /")
-    words = shlex.split(command)
-    assert words[:3] == ["if", "[", "-f"]  # the run's folder stays one quoted word
-    assert words[3] == f"{remote_run_dir('ab12; rm -rf /')}/train.pid"
-    assert "kill -0" in command
-    assert still_running({0: "TPU_TRAINER_RUNNING\n", 1: ""})
-    assert not still_running({0: "", 1: "bash: kill: (812) - No such process\n"})
-
-
 def test_a_resumed_run_plans_again_under_the_name_it_already_has() -> None:
     from conftest import CONFIG, NOW, RECIPES, RECIPES_ROOT
     from tpu_trainer.app.plan_json import plan_json

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from conftest import GOLDEN, check_golden
 from tpu_trainer.catalog.accelerators import ACCELERATORS, Family
 from tpu_trainer.errors import InputError
-from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram
+from tpu_trainer.frameworks.vm_program import LogFormat, VmProgram, remote_run_dir
 from tpu_trainer.launchers.tpu_vm.ending import DEVICE_NEXT_STEP, device_check_fix
 from tpu_trainer.launchers.tpu_vm.remote import (
+    Left,
+    ProgramLeft,
+    attach_command,
     device_check_command,
     device_problems,
     failed_workers,
     install_command,
+    left_command,
+    program_left,
     stop_command,
     train_command,
 )
@@ -138,22 +144,61 @@ def test_ssh_argv_sends_secret_names_never_values() -> None:
 
 
 def test_recipe_text_reaches_the_worker_shell_as_one_literal_word() -> None:
-    nasty = "prompt=a fox; rm -rf ~ $(reboot) `id` \"q\" 'x'"
-    command = train_command(_program(("-m", "demo.train", nasty)), "0a1b2c3d")
-    words = shlex.split(command)  # how a POSIX shell splits it
-    assert nasty in words
-    assert words[:9] == [
-        "cd",
-        "tpu-trainer/runs/0a1b2c3d",
-        "&&",
-        "echo",
-        "$$",
-        ">",
-        "train.pid",
-        "&&",
-        "exec",
+    nasty = "prompt=a fox; rm -rf ~ $(reboot) `id` \"q\" 'x'\nsecond line"
+    command = train_command(_program(("-m", "demo.train", nasty)), "0a1b2c3d", 2)
+    words = shlex.split(command)  # how the worker's shell splits it
+    (inner,) = [words[i + 1] for i, w in enumerate(words) if w == "-c"]
+    assert words[words.index("-c") - 3 : words.index("-c")] == ["setsid", "nohup", "sh"]
+    trap, *middle, status = inner.split("\n")
+    assert (trap, status) == ("trap : TERM", "echo $? > train.exit")
+    program = shlex.split("\n".join(middle))  # how the detached sh splits its program
+    assert program == [
+        "env",
+        "PYTHONUNBUFFERED=1",
+        "../../venv-demo-1.0/bin/python",
+        "-m",
+        "demo.train",
+        nasty,
     ]
-    assert words[9:12] == ["env", "PYTHONUNBUFFERED=1", "../../venv-demo-1.0/bin/python"]
+
+
+def test_the_commands_that_start_follow_stop_and_find_the_program_are_fixed_texts(
+    update_golden: bool,
+) -> None:
+    """Train starts the program detached (setsid, nohup, its output in train.log, its exit
+    status in train.exit) and follows it; attach follows it again from the first line; stop
+    TERMs its process group and waits; left says whether it runs or ended, and its segment."""
+    texts = {
+        "train": train_command(_program(), "0a1b2c3d", 2),
+        "attach": attach_command("0a1b2c3d"),
+        "stop": stop_command("0a1b2c3d"),
+        "left": left_command("0a1b2c3d"),
+    }
+    text = "".join(f"# {name}\n{command}\n\n" for name, command in texts.items())
+    check_golden(GOLDEN / "tpu_vm" / "remote_commands.txt", text, update_golden)
+
+
+def test_a_run_folder_that_needs_quoting_stays_one_word_in_every_command() -> None:
+    odd = "0a1b; rm -rf ~"
+    folder = remote_run_dir(odd)
+    for command in (attach_command(odd), left_command(odd), train_command(_program(), odd, 1)):
+        assert shlex.split(command.split("\n")[0])[:2] == ["cd", folder]
+    stop = shlex.split(stop_command(odd))
+    assert stop[3] == f"{folder}/train.pid"
+
+
+def test_what_is_left_of_the_program_is_read_from_every_worker() -> None:
+    assert program_left({0: "TPU_TRAINER_RUNNING 2\n", 1: "TPU_TRAINER_ENDED 2\n"}) == (
+        ProgramLeft(Left.RUNNING, 2)
+    )
+    assert program_left({0: "TPU_TRAINER_ENDED 3\n", 1: ""}) == ProgramLeft(Left.ENDED, 3)
+    assert program_left({0: "TPU_TRAINER_ENDED 3\n", 1: "TPU_TRAINER_ENDED 2\n"}) == (
+        ProgramLeft(Left.ENDED, None)  # the workers disagree: no segment is followed again
+    )
+    assert program_left({0: "TPU_TRAINER_ENDED \n"}) == ProgramLeft(Left.ENDED, None)
+    assert program_left({0: "", 1: "bash: kill: (812) - No such process\n"}) == (
+        ProgramLeft(Left.NONE)
+    )
 
 
 def test_install_makes_the_venv_and_lets_sshd_accept_only_the_secret_names() -> None:
@@ -162,13 +207,6 @@ def test_install_makes_the_venv_and_lets_sshd_accept_only_the_secret_names() -> 
     assert "venv --quiet --allow-existing --python 3.12 tpu-trainer/venv-demo-1.0" in text
     assert "--python tpu-trainer/venv-demo-1.0/bin/python 'demo[tpu]==1.0'" in text
     assert "'AcceptEnv HF_TOKEN WANDB_API_KEY'" in text
-
-
-def test_stop_kills_the_recorded_pid_only() -> None:
-    assert stop_command("0a1b2c3d") == (
-        "if [ -f tpu-trainer/runs/0a1b2c3d/train.pid ]; then "
-        'kill -TERM "$(cat tpu-trainer/runs/0a1b2c3d/train.pid)" 2>/dev/null || true; fi'
-    )
 
 
 def test_device_check_asks_jax_for_local_and_total_devices() -> None:

@@ -1,7 +1,8 @@
 """A TPU VM taken back mid-run: the node reads PREEMPTED and MaxText's log stops with its
 SIGTERM line. Without --auto-resume the run ends interrupted; with it the VM is deleted, made
 again, and the same run_name restores the last durable checkpoint (fake cloud). `resume RUN`
-carries an interrupted or crashed run on, on its VM while READY, else on one made again."""
+carries an interrupted run on, on its VM while READY, else on one made again; a crashed run's
+program left on its READY VM is followed again."""
 
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_resume_carries_an_interrupted_tpu_vm_run_on_to_a_vm_made_again(tmp_path
     creates = _creates(tmp_path)
     assert len(creates) == 2 and creates[0] == creates[1]
     calls = [" ".join(c) for c in read_state(tmp_path / "rehearsal" / "state.json")["calls"]]
-    names = [re.findall(r"run_name=([\w.-]+)", c) for c in calls if "train.pid && exec" in c]
+    names = [re.findall(r"run_name=([\w.-]+)", c) for c in calls if "setsid nohup" in c]
     assert len(names) == 2 and names[0] == names[1] != []  # MaxText restores under it
     _nothing_left(tmp_path)
 
@@ -166,7 +167,7 @@ def test_resume_carries_an_interrupted_tpu_vm_run_on_to_a_vm_made_again(tmp_path
 HANG = SCENARIO.parent / "maxtext_hang.yaml"
 
 
-def test_resume_of_a_crashed_tpu_vm_run_stops_what_still_runs_and_carries_on_on_its_vm(
+def test_resume_of_a_crashed_tpu_vm_run_follows_its_program_again_on_its_vm(
     tmp_path: Path,
 ) -> None:
     argv = ["train", str(_recipe(tmp_path)), "--backend", "tpu-vm", "--set", "steps=5"]
@@ -195,11 +196,13 @@ def test_resume_of_a_crashed_tpu_vm_run_stops_what_still_runs_and_carries_on_on_
     again = tpu_trainer(tmp_path, "resume", run_id, "--rehearse", str(HANG), "--poll", "0.01")
     out = again.stdout + again.stderr
     assert again.returncode == 0, out[-4000:]
-    assert "is still READY: the next segment runs on it" in out
-    assert "still runs on" in out and "stopping it" in out
+    assert "is still READY and MaxText ended there: following it again in segment 1" in out
     calls = [" ".join(c) for c in read_state(state)["calls"]]
-    assert any("kill -TERM" in c for c in calls)  # stopped by its process id
+    assert not any("kill -TERM" in c for c in calls)  # nothing stopped, nothing started again
+    assert len([c for c in calls if "setsid nohup" in c]) == 1
     assert len(_creates(tmp_path)) == 1  # the same VM
     assert the_run(tmp_path, "status") == ("succeeded",)
-    assert segments(store_db(tmp_path), "n, cause, last_step") == [(1, "crashed", 4), (2, None, 4)]
+    assert segments(store_db(tmp_path), "n, cause, last_step") == [(1, None, 4)]
+    log = (tmp_path / "store" / "runs" / run_id / "worker0.log").read_text(encoding="utf-8")
+    assert re.findall(r"completed step: (\d+),", log) == ["0", "1", "2", "3", "4"]
     _nothing_left(tmp_path)

@@ -25,6 +25,7 @@ from tpu_trainer.app.display import SilentDisplay
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.fakecloud.state import read_state, recorded_calls
+from tpu_trainer.fakecloud.tpu_vm_commands import parse
 from tpu_trainer.frameworks.tunix.config import GrpoSettings, MemoryProfile
 from tpu_trainer.frameworks.tunix.program import tunix_program
 from tpu_trainer.frameworks.vm_program import maxtext_program
@@ -120,7 +121,13 @@ def _files(root: Path) -> list[Path]:
 
 
 def _mentions(root: Path, secret: str) -> list[Path]:
-    return [p for p in _files(root) if secret.encode() in p.read_bytes()]
+    """The files under ``root`` that hold ``secret``; what the program printed on the fake's
+    workers (their ``train.log``, kept under ``tpu-vm-workers/``) is the workers' own."""
+    return [
+        p
+        for p in _files(root)
+        if "tpu-vm-workers" not in p.relative_to(root).parts and secret.encode() in p.read_bytes()
+    ]
 
 
 def _live(cloud: Cloud) -> list[tuple[str, str, str]]:
@@ -194,7 +201,7 @@ def test_secrets_reach_the_workers_through_the_environment_and_no_file_or_store(
 ) -> None:
     cloud, _ = tunix_done
     seen_calls = cloud.calls("gcloud", "compute", "tpus", "tpu-vm", "ssh")
-    train = next(c for c in seen_calls if any("train.pid" in a and "exec" in a for a in c))
+    train = next(c for c in seen_calls if any("setsid nohup" in a for a in c))
     assert "--ssh-flag=-o SendEnv=HF_TOKEN" in train
     assert not any(HF_TOKEN in a or WANDB_KEY in a for c in recorded_calls(cloud.state) for a in c)
     store_dir = cloud.store.path.parent
@@ -366,8 +373,11 @@ def test_maxtext_recipe_on_a_tpu_vm_goes_through_record_results_to_the_readme(
     assert metrics["tflops_per_chip"] == pytest.approx(410.42, abs=0.01)
     (train,) = [c for c in cloud.calls("gcloud") if any("train.pid" in a for a in c)]
     command = next(a for a in train if a.startswith("--command="))
-    assert "maxtext.trainers.pre_train.train" in command
-    assert "LIBTPU_INIT_ARGS='--xla_tpu_scoped_vmem_limit_kib=65536" in command
+    program = parse(command.removeprefix("--command=")).program  # the words the worker reads
+    assert "maxtext.trainers.pre_train.train" in program
+    assert any(
+        w.startswith("LIBTPU_INIT_ARGS=--xla_tpu_scoped_vmem_limit_kib=65536") for w in program
+    )
     assert cloud.nodes() == {}
 
 
@@ -399,7 +409,7 @@ def test_sigterm_during_training_stops_the_program_by_pid_and_deletes_the_vm(
     while time.monotonic() < deadline and proc.poll() is None:
         if state.exists():
             nodes = read_state(state)["tpu_vm"]["nodes"]
-            running = any(n.get("train_running") for n in nodes.values())
+            running = any(n.get("program") for n in nodes.values())
             if running:
                 break
         time.sleep(0.1)

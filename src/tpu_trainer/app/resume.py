@@ -3,8 +3,9 @@ often a run comes back.
 
 A run is one or more segments (``store/segments.py``): the first attempt, then one per resume.
 :class:`SegmentBook` keeps the current segment of a launcher's run: where its lines begin in
-worker 0's log, its first step (which ends the recovery from the interruption before it), and
-how it ended. :class:`Budgets` holds the two budgets a run draws on: preemptions (the capacity
+worker 0's log (and in any other file its lines go to, written beside the log in
+``segment.json`` so that a process carrying on after a crash knows it), its first step (which
+ends the recovery from the interruption before it), and how it ended. :class:`Budgets` holds the two budgets a run draws on: preemptions (the capacity
 was taken back; MaxText restores its last durable checkpoint) and transient errors (the
 diagnosis marks the error as one that goes away by itself); any other error never retries.
 :class:`SegmentOutcome` says how one segment ended, and so whether a budget is drawn on.
@@ -12,9 +13,10 @@ diagnosis marks the error as one that goes away by itself); any other error neve
 
 from __future__ import annotations
 
+import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpu_trainer.app.display import Display
@@ -22,7 +24,7 @@ from tpu_trainer.app.ending import Cause, Cut, facts_in_log, wasted_steps
 from tpu_trainer.app.guard import RunTeardown
 from tpu_trainer.errors import InputError
 from tpu_trainer.frameworks.maxtext.ending import EndFacts
-from tpu_trainer.store.db import RunRow, RunStatus, RunStore, SegmentEnd
+from tpu_trainer.store.db import RunRow, RunStatus, RunStore, SegmentEnd, SegmentRow
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +58,9 @@ FINISHED = SegmentOutcome()
 FAILED = SegmentOutcome(cause="failed")
 CRASHED = "crashed"
 """A segment whose process died (``resume RUN`` ends it)."""
+SEGMENT_MARK = "segment.json"
+"""Beside worker 0's log: the current segment's number and where its lines begin in each of
+its files (byte offsets)."""
 
 
 def transient_failure(title: str, message: str) -> SegmentOutcome:
@@ -119,6 +124,8 @@ class SegmentBook:
     run_id: str
     log: Path
     """Worker 0's log: every segment appends to it."""
+    also: tuple[Path, ...] = field(default=(), kw_only=True)
+    """Other files every segment appends its lines to (a Ray job's whole log)."""
     n: int = 0
     start: int = 0
     """Where the current segment's lines begin in the log."""
@@ -134,16 +141,12 @@ class SegmentBook:
         if not done:
             return
         if done[-1].ended_at is None:
-            self.n, self.start = done[-1].n, 0
+            self.n = done[-1].n
+            marked = self._marked(self.n)
+            self.start = marked[0] if marked else 0
             self.end(SegmentOutcome(cause=CRASHED))
             done = self.store.segments(self.run_id)
-        last = done[-1]
-        facts = EndFacts(
-            last_step=last.last_step,
-            durable_step=last.durable_step,
-            restored_step=last.restored_step,
-        )
-        self.wasted = wasted_steps(facts) if last.cause is not None else None
+        self.wasted = _left_to_redo(done[-1])
         self.n = 0
 
     def adopt(self) -> None:
@@ -154,13 +157,53 @@ class SegmentBook:
         if not done or done[-1].ended_at is not None:
             return
         self.n = done[-1].n
-        self.start = self.log.stat().st_size if self.log.is_file() else 0
+        self.start = _size(self.log)
         self._first_step_seen = done[-1].first_step_at is not None
+
+    def reattach(self, started_by: int | None) -> tuple[int, ...] | None:
+        """Carry on, in the same segment, following what a process that died left open (a
+        program or a job that keeps its whole output, started by segment ``started_by``): its
+        output is read again from the first line, and the lines this segment's files already
+        hold are passed over. Returns how many whole lines each file (the log, then ``also``)
+        already holds. None (nothing to carry on) when no segment is open, when the output is
+        another segment's, or when it is not known where the open segment's lines begin (no
+        record of it beside the log, and it is not the run's first segment)."""
+        done = self.store.segments(self.run_id)
+        if not done or done[-1].ended_at is not None or done[-1].n != started_by:
+            return None
+        n = done[-1].n
+        marked = self._marked(n)
+        if marked is None and n == 1:  # the first segment's lines begin each file
+            marked = tuple(0 for _ in self.files)
+        if marked is None:
+            return None
+        self.n, self.start = n, marked[0]
+        self._first_step_seen = done[-1].first_step_at is not None
+        self.wasted = _left_to_redo(done[-2]) if len(done) > 1 else None
+        return tuple(_whole_lines(path, at) for path, at in zip(self.files, marked, strict=True))
 
     def begin(self, zone: str | None) -> None:
         self.n = self.store.start_segment(self.run_id, zone)
-        self.start = self.log.stat().st_size if self.log.is_file() else 0
+        self.start = _size(self.log)
         self._first_step_seen = False
+        mark = {"n": self.n, "starts": [_size(path) for path in self.files]}
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        (self.log.parent / SEGMENT_MARK).write_text(json.dumps(mark), encoding="utf-8")
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Every file a segment's lines go to: worker 0's log first."""
+        return (self.log, *self.also)
+
+    def _marked(self, n: int) -> tuple[int, ...] | None:
+        """Where segment ``n``'s lines begin in each of its files, as :meth:`begin` wrote it."""
+        try:
+            mark = json.loads((self.log.parent / SEGMENT_MARK).read_text(encoding="utf-8"))
+            starts = tuple(int(at) for at in mark["starts"])
+            same = mark["n"] == n and len(starts) == len(self.files)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return starts if same else None
 
     def on_line(self, line: str) -> None:
         """Worker 0's lines as they arrive: the first step ends the recovery."""
@@ -210,3 +253,34 @@ class SegmentBook:
             f"{len(resumed)} interruption(s) resumed: {wasted} step(s) redone, "
             f"{recovery:.1f} s from interruption to the next first step"
         )
+
+
+def _left_to_redo(segment: SegmentRow) -> int | None:
+    """The steps an interrupted segment ran after its last durable checkpoint (None when it
+    was not interrupted)."""
+    if segment.cause is None:
+        return None
+    facts = EndFacts(
+        last_step=segment.last_step,
+        durable_step=segment.durable_step,
+        restored_step=segment.restored_step,
+    )
+    return wasted_steps(facts)
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def _whole_lines(path: Path, start: int) -> int:
+    """The whole lines ``path`` holds after byte ``start``; a last line a process that died
+    left unfinished is cut off (it is read again whole)."""
+    if not path.is_file():
+        return 0
+    with path.open("rb+") as f:
+        f.seek(start)
+        data = f.read()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):
+            f.truncate(start + whole)
+    return data.count(b"\n", 0, whole)

@@ -1,6 +1,8 @@
 """``tpu-trainer resume RUN``: carry on a run whose process died, or that ended interrupted,
-on GKE (follow its workload again, or a new segment on new capacity) or on a TPU VM (a new
-segment on its VM, or on one made again); MaxText restores its last durable checkpoint."""
+on GKE (follow its workload again, or a new segment on new capacity), on a TPU VM (follow its
+program again, or a new segment on its VM or on one made again) or on KubeRay (follow its Ray
+job again, or a new segment on a RayCluster made again); MaxText restores its last durable
+checkpoint."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from tpu_trainer.plan.plan import Plan
     from tpu_trainer.store.db import RunRow
 
-RESUMABLE = (LaunchPath.XPK, LaunchPath.TPU_VM)
+RESUMABLE = (LaunchPath.XPK, LaunchPath.TPU_VM, LaunchPath.KUBERAY)
 
 
 def resume(
@@ -39,8 +41,11 @@ def resume(
 ) -> None:
     """Carry on a run whose process died, or that ended interrupted (preempted), then collect,
     report and clean up as usual. GKE: follow its workload again, or a new segment on new
-    capacity. TPU VM: a new segment on the run's VM while it is READY, else on a VM made again.
-    MaxText restores its last durable checkpoint."""
+    capacity. TPU VM: while its VM is READY and the program it started still runs (or has ended)
+    there, follow that program again in the same segment; else a new segment on the run's VM
+    while it is READY, or on a VM made again. KubeRay: while its RayCluster's head is ready and
+    Ray has the job, follow it again; else a new segment on a RayCluster made again. MaxText
+    restores its last durable checkpoint."""
     from tpu_trainer.cli.services_cli import build
     from tpu_trainer.errors import InputError
     from tpu_trainer.launchers.gke.run import GkeRun
@@ -52,13 +57,16 @@ def resume(
         raise InputError(f"no run {run_id} with a stored plan", fix="see `tpu-trainer runs`")
     if row.launcher not in RESUMABLE:
         raise InputError(
-            f"run {run_id} ran on {row.launcher}: `resume` carries on GKE and TPU VM runs",
-            fix="train it again (a KubeRay run resumes by itself with `train --auto-resume`)",
+            f"run {run_id} ran on {row.launcher}: `resume` carries on GKE, TPU VM and KubeRay runs",
+            fix="train it again",
         )
     plan = stored_plan(setup.config, stored)
     retries = (auto_resume, error_retries)
     if row.launcher is LaunchPath.TPU_VM:
         finish(_resume_on_tpu_vm(setup, row, stored, plan, poll, lang, retries))
+        return
+    if row.launcher is LaunchPath.KUBERAY:
+        finish(_resume_on_kuberay(setup, row, plan, lang, retries))
         return
     run = GkeRun(
         setup.services,
@@ -117,6 +125,39 @@ def _resume_on_tpu_vm(
     spec = VmRunSpec(maxtext_program(plan), plan.slice, plan.model, row.request, zone)
     services = setup.services.for_run(row.id)
     return tpu_vm_run(setup, services, row.id, spec, poll, plan, lang, retries).resume()
+
+
+def _resume_on_kuberay(
+    setup: Setup, row: RunRow, plan: Plan, lang: str, retries: tuple[int, int]
+) -> RunOutcome:
+    """A KubeRay run's job followed again, or its next segment, with the image its RayCluster
+    was made with (kept in the run's ``raycluster.yaml``)."""
+    from tpu_trainer.errors import InputError
+    from tpu_trainer.launchers.kuberay.manifests import RaySettings, image_of
+    from tpu_trainer.launchers.kuberay.run import KubeRayRun
+
+    services = setup.services.for_run(row.id)
+    kept = services.store.path.parent / "runs" / row.id / "raycluster.yaml"
+    image = image_of(kept.read_text(encoding="utf-8")) if kept.is_file() else None
+    if image is None:
+        raise InputError(
+            f"run {row.id} has no RayCluster manifest with an image ({kept})",
+            fix="train it again with --backend kuberay --ray-image IMAGE",
+        )
+    run = KubeRayRun(
+        services.store,
+        services.runner,
+        services.display,
+        plan,
+        row.request,
+        RaySettings(image=image),
+        kubectl=services.kubectl,
+        lang=lang,
+        run_id=row.id,
+        auto_resume=retries[0],
+        error_retries=retries[1],
+    )
+    return run.resume()
 
 
 def stored_num_slices(stored: Mapping[str, object]) -> int | None:

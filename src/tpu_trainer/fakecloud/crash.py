@@ -2,8 +2,10 @@
 then ``tpu-trainer gc``; what is left in the fake cloud and the run store is the verdict.
 
 The stage is seen, not guessed: from the run store (a run row, a stage started), from the
-fake cloud's state (a node pool of the run still PROVISIONING), or from the tool's own output
-(its teardown started). Used by the tests and by ``bench/crash_matrix.py``.
+fake cloud's state (a node pool of the run still PROVISIONING), from the run's folder (a
+training step in worker 0's log: :data:`STEP`), or from the tool's own output (its teardown
+started). Used by the tests and by ``bench/crash_matrix.py``; :func:`crash` alone (no gc)
+leaves the run as the signal left it, for ``tpu-trainer resume RUN``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from tpu_trainer.fakecloud.state import read_state
 STAGES = ("started", "provision", "provisioning", "configure", "submit", "follow")
 """``started``: the run row exists (nothing created yet); ``provisioning``: the run's node pool
 exists and is PROVISIONING; the others: that stage of the run has started."""
+STEP = "step"
+"""One more stage, for runs that keep worker 0's log in the run's folder (TPU VM): that log
+holds a MaxText training step."""
+_STEP_LINE = "completed step: "
 
 SIGNALS: dict[str, tuple[signal.Signals, ...]] = {
     "SIGKILL": (signal.SIGKILL,),
@@ -78,10 +84,16 @@ class Rehearsal:
     scenario: Path
     env: dict[str, str]
     timeout_s: float = 180.0
+    train_args: tuple[str, ...] = ()
+    """More of ``train``'s options (``--backend tpu-vm``, ``--set steps=50``...)."""
 
     @property
     def store(self) -> Path:
         return Path(self.env["TPU_TRAINER_HOME"]) / "runs.db"
+
+    @property
+    def runs(self) -> Path:
+        return Path(self.env["TPU_TRAINER_HOME"]) / "runs"
 
     @property
     def state(self) -> Path:
@@ -94,9 +106,28 @@ class Rehearsal:
 def run_case(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
     """Train, stop it at ``case.stage`` with ``case.signal_name``, gc, and look.
     ``before`` is the fake cloud's state at the start (what must never be touched)."""
+    out = crash(reh, case, before)
+    gc = subprocess.run(
+        reh.tool("gc", "--rehearse", str(reh.scenario), "--poll", "0.1"),
+        env=reh.env,
+        capture_output=True,
+        text=True,
+        timeout=reh.timeout_s,
+        check=False,
+    )
+    out.gc_code = gc.returncode
+    out.output += gc.stdout + gc.stderr
+    out.traceback = "Traceback (most recent call last)" in out.output
+    _judge(reh, before, out)
+    return out
+
+
+def crash(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
+    """Train, and stop it at ``case.stage`` with ``case.signal_name``: the outcome holds the
+    tool's exit status and output (nothing is judged)."""
     out = Outcome(case)
     argv = reh.tool("train", str(reh.recipe), "--rehearse", str(reh.scenario))
-    argv += ["--poll", "0.05", "--wait-timeout", "600", "--skip-checks"]
+    argv += ["--poll", "0.05", "--wait-timeout", "600", "--skip-checks", *reh.train_args]
     proc = subprocess.Popen(
         argv, env=reh.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -119,18 +150,8 @@ def run_case(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
         ) from e
     finally:
         _stop(proc, readers)
-    gc = subprocess.run(
-        reh.tool("gc", "--rehearse", str(reh.scenario), "--poll", "0.1"),
-        env=reh.env,
-        capture_output=True,
-        text=True,
-        timeout=reh.timeout_s,
-        check=False,
-    )
-    out.gc_code = gc.returncode
-    out.output = "".join(lines) + gc.stdout + gc.stderr
+    out.output = "".join(lines)
     out.traceback = "Traceback (most recent call last)" in out.output
-    _judge(reh, before, out)
     return out
 
 
@@ -190,6 +211,9 @@ def _query(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
 def _at_stage(reh: Rehearsal, stage: str, before: dict[str, Any]) -> bool:
     if stage == "started":
         return bool(_query(reh.store, "SELECT 1 FROM runs"))
+    if stage == STEP:
+        logs = reh.runs.glob("*/worker0.log") if reh.runs.is_dir() else ()
+        return any(_STEP_LINE in log.read_text(encoding="utf-8", errors="replace") for log in logs)
     if stage == "provisioning":
         if not reh.state.exists():
             return False

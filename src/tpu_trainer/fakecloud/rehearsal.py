@@ -91,6 +91,8 @@ def rehearsal_config(scenario: Scenario, source: str, user: Config | None) -> Co
         libtpu_version=user.libtpu_version,
         machine_type=user.machine_type,
         prices=user.prices,
+        watchdog_k=user.watchdog_k,
+        first_step_deadline=user.first_step_deadline,
         sources={**base.sources, **keep},
         path=user.path,
     )

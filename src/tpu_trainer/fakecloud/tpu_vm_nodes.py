@@ -3,7 +3,8 @@ them: the part of the state a scenario starts from, and finding one node.
 
 The emulated Cloud TPU API (``simcloud.tpu``) owns the nodes' API side (``state``,
 ``accelerator_type``, ``runtime_version``, ``workers``...); the stand-in adds what happens on the
-workers (``files``, ``venvs``, ``accept_env``, ``env_seen``, ``train_running``).
+workers (``files``, ``venvs``, ``accept_env``, ``env_seen``, and the ``program`` the train command
+started: :mod:`tpu_trainer.fakecloud.tpu_vm_program`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _WORKER_SIDE: dict[str, Any] = {
     "venvs": [],
     "accept_env": [],
     "env_seen": [],
-    "train_running": False,
+    "program": None,
 }
 
 
@@ -57,6 +58,7 @@ def initial_tpu_vms(scenario: Scenario) -> dict[str, Any]:
             "hang": tv.train.hang,
             "echo_env": list(tv.train.echo_env),
             "preempt_after_step": tv.train.preempt_after_step,
+            "line_seconds": tv.train.line_seconds,
         },
     }
     nodes: dict[str, dict[str, Any]] = {

@@ -16,6 +16,7 @@ from tpu_trainer.fakecloud.schema import (
     Count,
     Flag,
     Names,
+    Seconds,
     Text,
     at_least,
     base_dir,
@@ -134,11 +135,19 @@ class TrainScript:
     has steps 0..N (a durable checkpoint every ``checkpoint_period``) and MaxText's SIGTERM
     stop, the ssh connection drops (exit 255), and the node reads PREEMPTED. A later run with
     the same ``run_name`` restores the last durable checkpoint and reaches the last step."""
+    line_seconds: Seconds = 0.0
+    """The program prints a line every this many seconds of the scenario's clock (0: all at
+    once), which the hang watchdog of the run that follows it moves on: a program whose run's
+    process died is still running when ``resume`` follows it again."""
 
     @model_validator(mode="before")
     @classmethod
     def _keys(cls, data: Any) -> Any:
-        data = keys(data, (*_SCRIPT_KEYS, "hang", "echo_env", "preempt_after_step"), optional=True)
+        data = keys(
+            data,
+            (*_SCRIPT_KEYS, "hang", "echo_env", "preempt_after_step", "line_seconds"),
+            optional=True,
+        )
         if not isinstance(data, dict):
             return data
         script = {k: v for k, v in data.items() if k in _SCRIPT_KEYS}

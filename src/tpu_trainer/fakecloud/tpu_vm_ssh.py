@@ -1,30 +1,31 @@
 """The fake ``gcloud compute tpus tpu-vm ssh``: a command on one, some or all workers.
 
-The command text is never run, nor given to a shell. It is matched against the shapes a run
-sends (install, device check, train, stop by pid, is it still running); each shape answers with the scenario's
-scripted output per worker. Like gcloud, ``--output-directory=DIR`` writes worker N's output to
-``DIR/N.log`` (without it, all output goes to stdout), status lines go to stderr, a failing
-worker adds ``##### Command execution on worker N failed with exit status S. Continuing.``, and
-the exit status is the first non-zero one in worker order.
+The command text is never run, nor given to a shell: :mod:`tpu_trainer.fakecloud.tpu_vm_commands`
+reads its shape from its words (install, device check, train, follow again, stop by pid, what is
+left). Install and device check answer at once with the scenario's scripted output per worker;
+train starts the program on the workers (:mod:`tpu_trainer.fakecloud.tpu_vm_program`), detached
+from the session, and the session then follows its log until it ends, as the attach command
+does. Like gcloud, ``--output-directory=DIR`` writes worker N's output to ``DIR/N.log`` (without
+it, all output goes to stdout), status lines go to stderr, a failing worker adds ``##### Command
+execution on worker N failed with exit status S. Continuing.``, and the exit status is the first
+non-zero one in worker order.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from tpu_trainer.fakecloud import maxtext_log as mlog
+from tpu_trainer.fakecloud import tpu_vm_program as program
 from tpu_trainer.fakecloud.common import Answer, Handler, ToolExit
 from tpu_trainer.fakecloud.gcloud_cli import Ctx
-from tpu_trainer.fakecloud.state import State, read_state, state_path
+from tpu_trainer.fakecloud.state import State, clock
+from tpu_trainer.fakecloud.tpu_vm_commands import Command, Shape, parse
 from tpu_trainer.fakecloud.tpu_vm_nodes import BASE_IMAGE, find_node, vm_slice
+from tpu_trainer.fakecloud.tpu_vm_program import WorkerResult
 
 _SHORT = "(this worker's output goes to its own log; worker 0 logs the metrics)\n"
 _TOPOLOGY_ERROR = (
@@ -35,35 +36,10 @@ _TOPOLOGY_ERROR = (
 )
 
 
-class Shape(StrEnum):
-    INSTALL = "install"
-    DEVICES = "devices"
-    TRAIN = "train"
-    STOP = "stop"
-    PROBE = "probe"
-    UNKNOWN = "unknown"
-
-
-_SHAPES: tuple[tuple[Shape, re.Pattern[str]], ...] = (
-    (Shape.INSTALL, re.compile(r"\buv\"? pip install --quiet --python \S+/bin/python ")),
-    (Shape.DEVICES, re.compile(r"-c 'import jax; print\(\"TPU_TRAINER_DEVICES\", ")),
-    (Shape.TRAIN, re.compile(r"^cd \S+ && echo \$\$ > train\.pid && exec env ")),
-    (Shape.STOP, re.compile(r"^if \[ -f \S+/train\.pid \]; then kill -TERM ")),
-    (Shape.PROBE, re.compile(r"^if \[ -f \S+/train\.pid \] && kill -0 ")),
-)
 _VENV = re.compile(r"(?:^|/)venv-([a-z0-9][a-z0-9.-]*)/bin/python")
 _ACCEPT = re.compile(r"AcceptEnv ((?:[A-Z_][A-Z0-9_]* ?)+)")
 _SEND_ENV = re.compile(r"^-o SendEnv=([A-Z_][A-Z0-9_]*)$")
-
-
-def shape_of(command: str) -> Shape:
-    return next((shape for shape, pattern in _SHAPES if pattern.search(command)), Shape.UNKNOWN)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerResult:
-    output: str
-    code: int
+_FILE_ARG = re.compile(r"[\w.-]+\.(?:py|ya?ml)")
 
 
 def _workers(flag: str, count: int) -> list[int]:
@@ -108,6 +84,7 @@ def vm_ssh(ctx: Ctx, args: list[str]) -> Handler:
 
     def run(state: State, answer: Answer) -> None:
         node = find_node(ctx, state, ns.user_tpu.rpartition("@")[2], ns.zone)
+        program.settle(node, clock(state))
         if node["state"] in ("STOPPED", "STOPPING", "DELETING", "PREEMPTED", "TERMINATED"):
             raise ctx.fail(f"This TPU VM is {node['state']} and cannot be reached.")
         found = vm_slice(node["accelerator_type"])
@@ -124,49 +101,43 @@ def vm_ssh(ctx: Ctx, args: list[str]) -> Handler:
                 answer.err(f"SSH: Attempting to connect to worker {w}...")
             answer.err(f"ssh: connect to host {node['name']} port 22: Connection refused")
             raise ToolExit("", 255)
-        results = _answer(state, node, ns.command or "", workers, send)
+        command = parse(ns.command or "")
+        if command.shape in (Shape.TRAIN, Shape.ATTACH):
+            for w in workers:
+                answer.err(f"SSH: Attempting to connect to worker {w}...")
+            if command.shape is Shape.TRAIN:
+                _start(state, node, command, workers, send)
+            answer.after = program.follow(node["name"], command.folder, workers, out_dir)
+            return
+        results = _answer(state, node, ns.command or "", command, workers)
         _write(answer, results, out_dir)
-        if node.pop("preempting", False):  # the capacity is taken back under the program
-            node["state"] = "PREEMPTED"
-            answer.err(f"Connection to {node['workers'][0]} closed by remote host.")
-            answer.code = 255
-            return
-        hang = state["tpu_vm"]["behaviour"]["train"]["hang"]
-        ok = not any(r.code for r in results.values())
-        if hang and ok and shape_of(ns.command or "") is Shape.TRAIN:
-            node["train_running"] = True
-            answer.after = _wait_until_stopped(node["name"], results, out_dir)
-            return
-        _finish(answer, results)
+        program.finish(answer, {w: r.code for w, r in results.items()})
 
     return run
 
 
 def _answer(
-    state: State, node: dict[str, Any], command: str, workers: list[int], send: set[str]
+    state: State, node: dict[str, Any], text: str, command: Command, workers: list[int]
 ) -> dict[int, WorkerResult]:
-    shape = shape_of(command)
     behaviour = state["tpu_vm"]["behaviour"]
-    if shape is Shape.INSTALL:
-        venv = _VENV.search(command)
+    if command.shape is Shape.INSTALL:
+        venv = _VENV.search(text)
         if venv and venv[1] not in node["venvs"]:
             node["venvs"].append(venv[1])
-        accept = _ACCEPT.search(command)
+        accept = _ACCEPT.search(text)
         if accept:
             node["accept_env"] = sorted(set(node["accept_env"]) | set(accept[1].split()))
         return _scripted(behaviour["install"], workers)
-    if shape is Shape.DEVICES:
-        return {w: _devices(node, behaviour, command, w) for w in workers}
-    if shape is Shape.TRAIN:
-        return _train(node, behaviour["train"], command, workers, send, state["tpu_vm"])
-    if shape is Shape.STOP:
-        node["train_running"] = False
+    if command.shape is Shape.DEVICES:
+        return {w: _devices(node, behaviour, text, w) for w in workers}
+    if command.shape is Shape.STOP:  # TERM to the program's group, then wait for its end
+        program.stop(node, command.folder, program.hang_of(state), clock(state))
         return {w: WorkerResult("", 0) for w in workers}
-    if shape is Shape.PROBE:  # the program started by an earlier connection still runs
-        said = "TPU_TRAINER_RUNNING\n" if node.get("train_running") else ""
+    if command.shape is Shape.LEFT:
+        said = program.left(node, command.folder, program.hang_of(state), clock(state))
         return {w: WorkerResult(said, 0) for w in workers}
-    text = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/simulated-cloud.md)\n"
-    return {w: WorkerResult(text, 127) for w in workers}
+    unknown = "fake tpu-vm ssh: this command shape is not known to the fake (see docs/simulated-cloud.md)\n"
+    return {w: WorkerResult(unknown, 127) for w in workers}
 
 
 def _scripted(
@@ -206,40 +177,50 @@ def _devices(
     return WorkerResult(f"TPU_TRAINER_DEVICES {worker} {total} {local}\n", 0)
 
 
+def _start(
+    state: State, node: dict[str, Any], command: Command, workers: list[int], send: set[str]
+) -> None:
+    """The program starts on the workers, detached: what each prints is decided now."""
+    script = state["tpu_vm"]["behaviour"]["train"]
+    results = _train(node, script, command, workers, send, state["tpu_vm"])
+    preempts = bool(node.pop("preempting", False))
+    pace = float(script.get("line_seconds") or 0.0)
+    program.start(node, command, results, line_seconds=pace, preempts=preempts, now=clock(state))
+
+
 def _train(
     node: dict[str, Any],
     script: dict[str, Any],
-    command: str,
+    command: Command,
     workers: list[int],
     send: set[str],
     tv: dict[str, Any],
 ) -> dict[int, WorkerResult]:
-    words = shlex.split(command)  # tokenised only, to read the folder and file names
-    folder = words[1]
-    venv = _VENV.search(command)
+    words, folder, text = command.program, command.folder, command.program_text
+    venv = _VENV.search(text)
     if venv is None or venv[1] not in node["venvs"]:
         missing = next((w for w in words if w.endswith("/bin/python")), "python")
-        text = f"env: '{missing}': No such file or directory\n"
-        return {w: WorkerResult(text, 127) for w in workers}
-    for word in words[words.index("exec") :]:
-        if re.fullmatch(r"[\w.-]+\.(?:py|ya?ml)", word) and f"{folder}/{word}" not in node["files"]:
-            text = (
+        said = f"env: '{missing}': No such file or directory\n"
+        return {w: WorkerResult(said, 127) for w in workers}
+    for word in words:
+        if _FILE_ARG.fullmatch(word) and f"{folder}/{word}" not in node["files"]:
+            said = (
                 f"python: can't open file '/home/user/{folder}/{word}': "
                 "[Errno 2] No such file or directory\n"
             )
-            return {w: WorkerResult(text, 2) for w in workers}
+            return {w: WorkerResult(said, 2) for w in workers}
     seen = sorted(n for n in send if n in node["accept_env"] and os.environ.get(n))
     node["env_seen"] = seen
     echo = "".join(f"{n}={os.environ[n]}\n" for n in script["echo_env"] if n in seen)
-    return _scripted(script, workers, first=echo + _train_log(node, script, command, tv))
+    return _scripted(script, workers, first=echo + _train_log(node, script, text, tv))
 
 
 def _train_log(
     node: dict[str, Any], script: dict[str, Any], command: str, tv: dict[str, Any]
 ) -> str:
     """Worker 0's log: as scripted, or, with ``preempt_after_step``, the first run of a
-    ``run_name`` cut by the preemption (the node is marked to go PREEMPTED) and every later
-    one restoring its last durable checkpoint."""
+    ``run_name`` cut by the preemption (the node is marked to go PREEMPTED once the program's
+    last line is out) and every later one restoring its last durable checkpoint."""
     after = script.get("preempt_after_step")
     if after is None:
         return str(script["log"])
@@ -259,36 +240,3 @@ def _write(answer: Answer, results: dict[int, WorkerResult], out_dir: Path | Non
             (out_dir / f"{w}.log").write_text(res.output, encoding="utf-8")
         elif res.output:
             answer.out(res.output)
-
-
-def _finish(answer: Answer, results: dict[int, WorkerResult]) -> None:
-    failed = [(w, r.code) for w, r in sorted(results.items()) if r.code]
-    if len(results) > 1:
-        for w, code in failed:
-            answer.err(
-                f"##### Command execution on worker {w} failed with exit status {code}. Continuing."
-            )
-    answer.code = failed[0][1] if failed else 0
-
-
-def _wait_until_stopped(
-    name: str, results: dict[int, WorkerResult], out_dir: Path | None, poll: float = 0.1
-) -> Callable[[Answer], None]:
-    """After the lock is released: wait until the stop command (or a delete) ends the
-    program, then answer as workers whose program got SIGTERM (exit 143)."""
-    path = state_path()
-
-    def wait(answer: Answer) -> None:
-        while True:
-            node = read_state(path)["tpu_vm"]["nodes"].get(name)
-            if node is None or not node["train_running"]:
-                break
-            time.sleep(poll)
-        stopped = {w: WorkerResult(r.output, 143) for w, r in results.items()}
-        if out_dir is not None:
-            for w in stopped:
-                with (out_dir / f"{w}.log").open("a", encoding="utf-8") as f:
-                    f.write("Terminated\n")
-        _finish(answer, stopped)
-
-    return wait

@@ -236,3 +236,19 @@ def manifest_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
     return yaml.dump_all(
         [dict(o) for o in objects], Dumper=_BlockDumper, sort_keys=False, width=100
     )
+
+
+def image_of(manifests: str) -> str | None:
+    """The image of the head in a run's kept ``raycluster.yaml`` (:func:`manifest_yaml`), the
+    one ``train --ray-image`` gave; None when the file holds no RayCluster with one."""
+    try:
+        objects = list(yaml.safe_load_all(manifests))
+    except yaml.YAMLError:
+        return None
+    for obj in objects:
+        if not isinstance(obj, dict) or obj.get("kind") != "RayCluster":
+            continue
+        head = obj.get("spec", {}).get("headGroupSpec", {}).get("template", {}).get("spec", {})
+        image = next((c.get("image") for c in head.get("containers", [])), None)
+        return image if isinstance(image, str) and image else None
+    return None

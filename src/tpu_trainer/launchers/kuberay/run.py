@@ -4,6 +4,8 @@ The RayCluster and the ConfigMap holding the entry script are written to the sto
 they are applied, and deleted on success, failure, Ctrl-C and SIGTERM (``tpu-trainer gc``
 finishes the job after a SIGKILL). The job is followed through Ray's Jobs API over
 ``kubectl port-forward``; worker 0's MaxText lines become the run's metrics and README section.
+``resume RUN`` follows again the job a process that died left on its RayCluster (Ray keeps its
+whole log), or runs a new segment on a RayCluster made again.
 """
 
 from __future__ import annotations
@@ -18,16 +20,30 @@ from tpu_trainer.app.launcher import Launcher, RunRecord
 from tpu_trainer.app.outcome import RunOutcome
 from tpu_trainer.app.plan_json import plan_json
 from tpu_trainer.app.results import Versions
-from tpu_trainer.app.resume import FAILED, FINISHED, Budgets, SegmentBook, SegmentOutcome
+from tpu_trainer.app.resume import (
+    FAILED,
+    FINISHED,
+    Budgets,
+    SegmentBook,
+    SegmentOutcome,
+    running_again,
+    stopped_run,
+)
 from tpu_trainer.app.watchdog_run import plan_watchdog
+from tpu_trainer.errors import InputError, TpuTrainerError
 from tpu_trainer.infra.gcloud import Gcloud
 from tpu_trainer.infra.kubectl import Kubectl
-from tpu_trainer.infra.ray_jobs import RayJobsClient
+from tpu_trainer.infra.ray_jobs import JobInfo, RayJobsClient
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandRunner
 from tpu_trainer.infra.xpk import Xpk
 from tpu_trainer.launch_path import LaunchPath
-from tpu_trainer.launchers.kuberay.cluster import KubeRayCluster, KubeRayTeardown
+from tpu_trainer.launchers.kuberay.cluster import (
+    RAYCLUSTER,
+    KubeRayCluster,
+    KubeRayTeardown,
+    head_ready,
+)
 from tpu_trainer.launchers.kuberay.manifests import (
     ACCELERATOR_LABEL,
     TOPOLOGY_LABEL,
@@ -42,7 +58,7 @@ from tpu_trainer.launchers.ray.entry import ENTRY_SCRIPT
 from tpu_trainer.launchers.ray.follow import Deadlines, Waiting
 from tpu_trainer.launchers.ray.job import JobRequest, RayJob, job_logs
 from tpu_trainer.plan.plan import Plan
-from tpu_trainer.store.db import RunStatus, RunStore
+from tpu_trainer.store.db import LIVE_STATES, RunStatus, RunStore
 
 
 def waiting_for_slices(plan: Plan, kplan: KubeRayPlan) -> Waiting:
@@ -94,7 +110,8 @@ class KubeRayRun(Launcher):
     def book(self) -> SegmentBook:
         """The run's segments: one per RayCluster and job."""
         if self._book is None:
-            self._book = SegmentBook(self.store, self.run_id, job_logs(self.run_dir)[1])
+            job_log, worker0_log = job_logs(self.run_dir)
+            self._book = SegmentBook(self.store, self.run_id, worker0_log, also=(job_log,))
         return self._book
 
     @property
@@ -142,22 +159,25 @@ class KubeRayRun(Launcher):
     def _kubectl(self) -> Kubectl:
         return self.kubectl or Kubectl(self.runner)
 
-    def _launch(self, *, outcome: RunOutcome) -> None:
+    def _launch(self, *, outcome: RunOutcome, held: tuple[int, ...] | None = None) -> None:
         """One segment, then one more after each preemption (or transient error) while its
         budget lasts: the RayCluster is deleted, made again (its TPU workers wait for
         capacity as the first time), and the job submitted again with the same ``run_name``,
-        so MaxText restores its last durable checkpoint."""
+        so MaxText restores its last durable checkpoint. ``held``: the first segment is the
+        open one whose job is followed again (:meth:`SegmentBook.reattach`)."""
         kplan = self.kplan
         self._write_manifests(kplan)
         budgets = Budgets(self.auto_resume, self.error_retries)
         while True:
-            self._provision(kplan)
-            self.book.begin(None)
+            if held is None:
+                self._provision(kplan)
+                self.book.begin(None)
             end = FAILED
             try:
-                end = self._job(kplan)
+                end = self._job(kplan, held)
             finally:
                 self.book.end(end)
+            held = None
             if not budgets.allow(end):
                 break
             self.book.carry_on(end, self.display, self._teardown())
@@ -168,6 +188,63 @@ class KubeRayRun(Launcher):
         recorded = self._ray_job().record(note)
         if recorded is not None:
             outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
+
+    def resume(self) -> RunOutcome:
+        """Carry on a run whose process died, or that ended interrupted. While the run's
+        RayCluster is there with its head ready and Ray still knows the job of the segment
+        the dead process left open (running, or ended), that segment carries on: the job is
+        followed again from the first line of its log. Otherwise that segment ends as
+        ``crashed``, what the run still holds is deleted, and a new segment runs on a
+        RayCluster made again (the same ``run_name``: MaxText restores its last durable
+        checkpoint)."""
+        row = stopped_run(self.store, self.run_id)
+        if row.status is RunStatus.SUCCEEDED:
+            raise InputError(f"run {self.run_id} succeeded: there is nothing to resume")
+        running_again(self.store, self.run_id)
+        open_n = self._open_segment()
+        job = self._job_left(self.kplan, open_n) if open_n is not None else None
+        held = self.book.reattach(open_n) if job is not None else None
+        if held is None:
+            self.book.pick_up()
+        if job is not None and held is not None:
+            say = (
+                f"Ray job {job.submission_id} is {job.status.value} on RayCluster "
+                f"{self.kplan.name}: following it again in segment {open_n}"
+            )
+        else:
+            say = "the next segment runs on a RayCluster made again"
+        self.display.info(f"resuming run {self.run_id}: {say}")
+        outcome = self._new_outcome()
+
+        def body() -> None:
+            if held is None and self.store.resources(self.run_id, states=LIVE_STATES):
+                self._teardown().run(self.run_id)
+            self._launch(outcome=outcome, held=held)
+
+        return self._guarded(outcome, body)
+
+    def _open_segment(self) -> int | None:
+        done = self.store.segments(self.run_id)
+        return done[-1].n if done and done[-1].ended_at is None else None
+
+    def _job_left(self, kplan: KubeRayPlan, n: int) -> JobInfo | None:
+        """The job segment ``n`` submitted, as Ray on the run's RayCluster knows it (None: the
+        RayCluster, its head or the job is gone)."""
+        live = self.store.resources(self.run_id, states=LIVE_STATES)
+        if not any(r.kind == RAYCLUSTER for r in live):
+            return None
+        found = self._kubectl.get(RAYCLUSTER, kplan.name, kplan.namespace)
+        if found is None or not head_ready(found):
+            return None
+        cluster = self._cluster
+        try:
+            with cluster.dashboard(kplan) as address:
+                env = dict(self.env if self.env is not None else os.environ)
+                client = RayJobsClient(address, cluster.token(kplan, env))
+                return client.status(segment_submission(kplan.submission_id, n))
+        except TpuTrainerError as e:
+            self.display.warn(f"Ray on RayCluster {kplan.name} cannot say: {e.message}")
+            return None
 
     # ---- steps ---------------------------------------------------------------------------
     def _write_manifests(self, kplan: KubeRayPlan) -> None:
@@ -211,8 +288,9 @@ class KubeRayRun(Launcher):
             on_line=self.book.on_line,
         )
 
-    def _job(self, kplan: KubeRayPlan) -> SegmentOutcome:
-        """The Ray job through the dashboard's port-forward: how its segment ended."""
+    def _job(self, kplan: KubeRayPlan, held: tuple[int, ...] | None = None) -> SegmentOutcome:
+        """The Ray job through the dashboard's port-forward: how its segment ended (``held``:
+        the job the open segment submitted, followed again)."""
         cluster = self._cluster
         with cluster.dashboard(kplan) as address:
             token = cluster.token(kplan, dict(self.env if self.env is not None else os.environ))
@@ -233,7 +311,11 @@ class KubeRayRun(Launcher):
                 watchdog=plan_watchdog(self.store, self.plan),
             )
             followed = self._ray_job(token).follow(
-                client, request, start=self.book.start, taken_back=lambda: cluster.taken_back(kplan)
+                client,
+                request,
+                start=self.book.start,
+                taken_back=lambda: cluster.taken_back(kplan),
+                held=None if held is None else (held[1], held[0]),
             )
         return followed.segment()
 

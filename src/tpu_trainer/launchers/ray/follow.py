@@ -121,6 +121,11 @@ class JobLogs:
     waiting_for: str | None = None
     watch: LogWatch | None = None
     """The hang watchdog, fed every training worker's lines."""
+    held: tuple[int, int] = (0, 0)
+    """The first lines ``job.log`` and ``worker0.log`` already hold (a job followed again
+    from its first line after the process that followed it died): read, scanned and
+    watched, not written or shown again."""
+    _seen: list[int] = field(default_factory=lambda: [0, 0])
     _files: list[IO[str]] = field(default_factory=list)
 
     def __enter__(self) -> JobLogs:
@@ -143,8 +148,9 @@ class JobLogs:
 
     def feed(self, raw: str) -> None:
         line = parse_ray_line(raw)
-        job_log = self._files[0]
-        job_log.write(self.redact(clean_line(raw)) + "\n")
+        self._seen[0] += 1
+        if self._seen[0] > self.held[0]:
+            self._files[0].write(self.redact(clean_line(raw)) + "\n")
         self.scanner.feed(line.text)
         if self.watch is not None and line.actor == TRAIN_WORKER:
             self.watch.feed(worker_host(line), line.text)
@@ -168,8 +174,10 @@ class JobLogs:
             return
         out = self._files[1]
         for text in lines:
-            out.write(self.redact(text) + "\n")
-            self.on_worker0_line(text)
+            self._seen[1] += 1
+            if self._seen[1] > self.held[1]:
+                out.write(self.redact(text) + "\n")
+                self.on_worker0_line(text)
 
 
 @dataclass

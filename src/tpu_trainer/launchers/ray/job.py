@@ -86,25 +86,31 @@ class RayJob:
         *,
         start: int = 0,
         taken_back: Callable[[], str | None] | None = None,
+        held: tuple[int, int] | None = None,
     ) -> FollowedJob:
         """Submit, follow to the end and judge how the job ended (:func:`judge_ending`; its
         lines in ``worker0.log`` from byte ``start`` on); the run's status is written to the
-        store."""
+        store. With ``held``, the job was submitted already (by a process that died): it is
+        followed again from its first line, the lines ``job.log`` and ``worker0.log`` already
+        hold passed over."""
         store, run_id, display = self.stages.store, self.stages.run_id, self.stages.display
-        self.stages.start("submit")
-        body = submit_body(
-            request.entrypoint, request.submission_id, request.env, {"tpu-trainer-run": run_id}
-        )
-        submitted = client.submit(body) or request.submission_id
-        self.stages.done("submit", detail=f"job {submitted} at {client.address}")
-        display.info(f"submitted Ray job {submitted}")
+        if held is None:
+            submitted = self._submit(client, request)
+        else:
+            submitted = request.submission_id
+            display.info(f"following Ray job {submitted} again, from its first line")
 
         self.stages.start("follow")
         job_log, worker0_log = job_logs(self.run_dir)
         steps = StepDisplay(display)
         watch = None if request.watchdog is None else LogWatch(request.watchdog)
         with JobLogs(
-            job_log, worker0_log, self._each_line(steps), redact=self.redactor, watch=watch
+            job_log,
+            worker0_log,
+            self._each_line(steps),
+            redact=self.redactor,
+            watch=watch,
+            held=held or (0, 0),
         ) as logs:
             follower = RayJobFollower(
                 client, submitted, display, logs, request.waiting, request.deadlines
@@ -130,6 +136,19 @@ class RayJob:
             store.finish_run(run_id, status, followed.message[:2000])
             display.warn(followed.message)
         return followed
+
+    def _submit(self, client: RayJobsClient, request: JobRequest) -> str:
+        self.stages.start("submit")
+        body = submit_body(
+            request.entrypoint,
+            request.submission_id,
+            request.env,
+            {"tpu-trainer-run": self.stages.run_id},
+        )
+        submitted = client.submit(body) or request.submission_id
+        self.stages.done("submit", detail=f"job {submitted} at {client.address}")
+        self.stages.display.info(f"submitted Ray job {submitted}")
+        return submitted
 
     def record(self, note: str = "") -> Recorded | None:
         """Worker 0's steps and metrics into the store, and the README section when there is

@@ -118,6 +118,10 @@ class TrainFollower:
     """Where worker 0's steps go while the run streams (the store, in batches)."""
     on_worker0: Callable[[str], None] | None = None
     """Each of worker 0's lines (a resumed run's segment notes its first step)."""
+    held: int = 0
+    """Worker 0's first lines that its log already holds (a program followed again from its
+    first line after the process that followed it died): scanned and watched, not kept or
+    shown again."""
     _scanners: dict[int, LiveScanner] = field(default_factory=dict)
     _times: deque[float] = field(default_factory=lambda: deque(maxlen=_PACE_STEPS))
     """When the last few steps were seen (the pace shown); bounded however long the run."""
@@ -137,6 +141,7 @@ class TrainFollower:
         with self._lock:
             if worker == 0:
                 self.lines += 1
+            if worker == 0 and self.lines > self.held:
                 self._log.write(self.redact(line) + "\n")
                 self._log.flush()
                 self._show_step(line)

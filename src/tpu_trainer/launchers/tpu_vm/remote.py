@@ -12,6 +12,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from tpu_trainer.frameworks.vm_program import (
     VmProgram,
@@ -23,7 +24,15 @@ from tpu_trainer.plan.slices import Slice
 
 DEVICES_MARKER = "TPU_TRAINER_DEVICES"
 RUNNING_MARKER = "TPU_TRAINER_RUNNING"
+ENDED_MARKER = "TPU_TRAINER_ENDED"
 PID_FILE = "train.pid"
+LOG_FILE = "train.log"
+"""The program's output on each worker (every line, from its first)."""
+EXIT_FILE = "train.exit"
+SEGMENT_FILE = "train.segment"
+"""The run's segment that started the program."""
+NO_STATUS = 137
+"""The exit status a follow answers when the program left none (it was killed)."""
 SSHD_CONF = "/etc/ssh/sshd_config.d/60-tpu-trainer.conf"
 UV = '"$HOME/.local/bin/uv"'
 
@@ -65,35 +74,111 @@ def device_check_command(program: VmProgram) -> str:
     return f"{shlex.quote(python)} -c {shlex.quote(_CHECK_CODE)}"
 
 
-def train_command(program: VmProgram, run_id: str) -> str:
-    """Start the program in the run folder, its process id in ``train.pid`` (``exec`` keeps
-    the shell's pid for the program)."""
+def _program_line(program: VmProgram) -> str:
+    """The program with its environment, every word quoted."""
     words = [
-        "exec",
         "env",
         *(f"{k}={shlex.quote(v)}" for k, v in program.env),
         shlex.quote(venv_from_run_dir(program.key) + "/bin/python"),
         *(shlex.quote(a) for a in program.args),
     ]
-    return f"cd {shlex.quote(remote_run_dir(run_id))} && echo $$ > {PID_FILE} && " + " ".join(words)
+    return " ".join(words)
+
+
+def train_command(program: VmProgram, run_id: str, segment: int) -> str:
+    """Start the program in the run folder, detached from this ssh session, then follow it.
+
+    ``setsid`` gives it a session (and process group) of its own and ``nohup`` ignores the
+    hangup, so it runs on when the session ends (the tool's process died, the connection
+    dropped); its output goes to ``train.log`` on the worker, and the run's segment number to
+    ``train.segment``. The program runs under a small ``sh`` whose process id (the group's) is
+    ``train.pid``: the shell waits for the program even when a stop's TERM reaches the whole
+    group (``trap : TERM``), then writes its exit status to ``train.exit``. The program's words
+    are quoted for that inner shell, and the inner shell's text is quoted again as one word for
+    this one. The session then follows the log as :func:`attach_command` does."""
+    inner = "\n".join(["trap : TERM", _program_line(program), f"echo $? > {EXIT_FILE}"])
+    return "\n".join(
+        [
+            f"cd {shlex.quote(remote_run_dir(run_id))} || exit 1",
+            f"rm -f {EXIT_FILE} {PID_FILE}",
+            f"echo {int(segment)} > {SEGMENT_FILE}",
+            f": > {LOG_FILE}",
+            f"setsid nohup sh -c {shlex.quote(inner)} > {LOG_FILE} 2>&1 < /dev/null &",
+            f"echo $! > {PID_FILE}",
+            *_FOLLOW,
+        ]
+    )
+
+
+def attach_command(run_id: str) -> str:
+    """Follow the program :func:`train_command` started, from the first line of its log, until
+    it ends (``tail --pid``: at once when it has ended already); exit with its exit status
+    (:data:`NO_STATUS` when it left none: it was killed)."""
+    return "\n".join([f"cd {shlex.quote(remote_run_dir(run_id))} || exit 1", *_FOLLOW])
+
+
+_FOLLOW = (
+    f'tail -n +1 --pid="$(cat {PID_FILE})" -f {LOG_FILE}',
+    f'if [ -s {EXIT_FILE} ]; then exit "$(cat {EXIT_FILE})"; fi',
+    f"exit {NO_STATUS}",
+)
 
 
 def stop_command(run_id: str) -> str:
-    """Stop the program by the process id it recorded (nothing when there is none)."""
+    """Stop the program by the process id it recorded: TERM to its whole process group, then
+    wait until it has ended (``tail --pid``), so that the next program started on the same
+    workers finds the TPU free (nothing when there is none)."""
     pid = shlex.quote(f"{remote_run_dir(run_id)}/{PID_FILE}")
-    return f'if [ -f {pid} ]; then kill -TERM "$(cat {pid})" 2>/dev/null || true; fi'
+    return (
+        f'if [ -f {pid} ]; then kill -TERM -"$(cat {pid})" 2>/dev/null || true; '
+        f'tail --pid="$(cat {pid})" -f /dev/null; fi'
+    )
 
 
-def running_command(run_id: str) -> str:
-    """Say :data:`RUNNING_MARKER` when the program whose process id was recorded still runs."""
-    pid = shlex.quote(f"{remote_run_dir(run_id)}/{PID_FILE}")
-    return f'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then echo {RUNNING_MARKER}; fi'
+def left_command(run_id: str) -> str:
+    """Say :data:`RUNNING_MARKER` while the program whose process id was recorded runs, or
+    :data:`ENDED_MARKER` once it has written its exit status, each followed by the segment
+    that started it (nothing when no program was started here)."""
+    segment = f'"$(cat {SEGMENT_FILE} 2>/dev/null)"'
+    return "\n".join(
+        [
+            f"cd {shlex.quote(remote_run_dir(run_id))} 2>/dev/null || exit 0",
+            f'if [ -f {PID_FILE} ] && kill -0 "$(cat {PID_FILE})" 2>/dev/null; then '
+            f"echo {RUNNING_MARKER} {segment}; "
+            f"elif [ -f {EXIT_FILE} ]; then echo {ENDED_MARKER} {segment}; fi",
+        ]
+    )
 
 
 # ---- answers ----------------------------------------------------------------------------------
-def still_running(logs: Mapping[int, str]) -> bool:
-    """Whether a worker answered :func:`running_command` with the marker."""
-    return any(RUNNING_MARKER in text for text in logs.values())
+class Left(StrEnum):
+    """The program a run started on the workers, as :func:`left_command` finds it."""
+
+    RUNNING = "running"
+    ENDED = "ended"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramLeft:
+    state: Left
+    segment: int | None = None
+    """The run's segment that started it (None: it did not say)."""
+
+
+_LEFT = re.compile(rf"^({RUNNING_MARKER}|{ENDED_MARKER})(?: +(\d+))? *$", re.M)
+
+
+def program_left(logs: Mapping[int, str]) -> ProgramLeft:
+    """Running while any worker's program runs; ended when one left its exit status (and none
+    runs); the segment every worker that answered names, if they agree."""
+    found = [m for text in logs.values() for m in _LEFT.finditer(text)]
+    if not found:
+        return ProgramLeft(Left.NONE)
+    state = Left.RUNNING if any(m[1] == RUNNING_MARKER for m in found) else Left.ENDED
+    segments = {m[2] for m in found}
+    (only,) = segments if len(segments) == 1 else (None,)
+    return ProgramLeft(state, int(only) if only else None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -61,15 +61,18 @@ from tpu_trainer.launchers.tpu_vm.follow import (
 )
 from tpu_trainer.launchers.tpu_vm.provision import VmProvisioner
 from tpu_trainer.launchers.tpu_vm.remote import (
+    Left,
+    ProgramLeft,
+    attach_command,
     device_check_command,
     device_problems,
     install_command,
-    running_command,
-    still_running,
+    left_command,
+    program_left,
     stop_command,
     train_command,
 )
-from tpu_trainer.launchers.tpu_vm.resume import vm_left
+from tpu_trainer.launchers.tpu_vm.resume import VmLeft, vm_left
 from tpu_trainer.launchers.tpu_vm.spec import TpuVmSpec
 from tpu_trainer.launchers.tpu_vm.teardown import TpuVmTeardown
 from tpu_trainer.launchers.tpu_vm.workers import WorkerShell
@@ -187,21 +190,25 @@ class TpuVmRun(Launcher):
         }
         return data
 
-    def _launch(self, *, outcome: RunOutcome, on_vm: bool = False) -> None:
+    def _launch(
+        self, *, outcome: RunOutcome, on_vm: bool = False, held: tuple[int, ...] | None = None
+    ) -> None:
         """One segment, then one more after each preemption (or transient error) while its
         budget lasts: the preempted VM is deleted, made again as the first time, and the
         program runs again with the same arguments (MaxText's ``run_name``), so MaxText
         restores its last durable checkpoint. ``on_vm``: the first segment runs on the VM
-        the run already has."""
+        the run already has; ``held``: the first segment is the open one whose program still
+        runs (or ended) on that VM, followed again (:meth:`SegmentBook.reattach`)."""
         budgets = Budgets(self.auto_resume, self.error_retries)
         while True:
-            if not on_vm:
-                self._provision()
-            on_vm = False
-            self._install()
-            self._check_devices()
-            self.book.begin(self.vm.zone)
-            end = self._train()
+            if held is None:
+                if not on_vm:
+                    self._provision()
+                self._install()
+                self._check_devices()
+                self.book.begin(self.vm.zone)
+            end = self._train(held)
+            on_vm, held = False, None
             self.book.end(end)
             if not budgets.allow(end):
                 break
@@ -209,39 +216,56 @@ class TpuVmRun(Launcher):
         self._results(outcome)
 
     def resume(self) -> RunOutcome:
-        """Carry on a run whose process died, or that ended interrupted: a new segment with
-        the same ``run_name`` (MaxText restores its last durable checkpoint), on the run's VM
-        while the cloud reads it READY (a program still running there is stopped first: its
-        output went to the process that died), else on a VM made again."""
+        """Carry on a run whose process died, or that ended interrupted. While the cloud
+        reads the run's VM READY and the program the dead process started is still there
+        (running, or ended with its exit status), its segment carries on: the program is
+        followed again from the first line of its log on the workers. Otherwise a new segment
+        with the same ``run_name`` (MaxText restores its last durable checkpoint), on the
+        run's VM while it is READY, else on a VM made again."""
         row = stopped_run(self.store, self.run_id)
         if row.status is RunStatus.SUCCEEDED:
             raise InputError(f"run {self.run_id} succeeded: there is nothing to resume")
         running_again(self.store, self.run_id)
-        self.book.pick_up()
         left = vm_left(self.store, self.cloud, self.run_id, self.vm)
-        self.display.info(f"resuming run {self.run_id}: {left.say(self.vm.name)}")
+        program = self._program_left() if left.reusable else ProgramLeft(Left.NONE)
+        held = self.book.reattach(program.segment) if program.state is not Left.NONE else None
+        if held is None:
+            self.book.pick_up()
+        self.display.info(f"resuming run {self.run_id}: {self._resume_says(left, program, held)}")
         outcome = self._new_outcome()
 
         def body() -> None:
-            if left.reusable:
+            if held is None and program.state is Left.RUNNING:
                 self._stop_left_program()
-            elif left.recorded:
+            elif not left.reusable and left.recorded:
                 self._teardown().run(self.run_id)
-            self._launch(outcome=outcome, on_vm=left.reusable)
+            self._launch(outcome=outcome, on_vm=left.reusable, held=held)
 
         return self._guarded(outcome, body)
 
+    def _program_left(self) -> ProgramLeft:
+        """The program an earlier process started on the VM: running, ended, or not there."""
+        return program_left(self.shell.run(left_command(self.run_id), "probe", 120).logs)
+
+    def _resume_says(self, left: VmLeft, program: ProgramLeft, held: tuple[int, ...] | None) -> str:
+        if held is None:
+            return left.say(self.vm.name)
+        how = "still runs" if program.state is Left.RUNNING else "ended"
+        return (
+            f"TPU VM {self.vm.name} is still READY and {self.program.framework} {how} there: "
+            f"following it again in segment {self.book.n} (its log on the workers, from the "
+            "first line)"
+        )
+
     def _stop_left_program(self) -> None:
-        """Stop the program an earlier process started on the VM, if it still runs."""
-        out = self.shell.run(running_command(self.run_id), "probe", 120)
-        if still_running(out.logs):
-            self.display.warn(
-                f"{self.program.framework} still runs on {self.vm.name}, its output going to "
-                "the process that died: stopping it (MaxText restores its last durable "
-                "checkpoint in the next segment)"
-            )
-            self._training = True
-            self._stop()
+        """Stop a program an earlier process started on the VM that no open segment follows."""
+        self.display.warn(
+            f"{self.program.framework} still runs on {self.vm.name} outside any open segment "
+            "of the run: stopping it (MaxText restores its last durable checkpoint in the next "
+            "segment)"
+        )
+        self._training = True
+        self._stop()
 
     def _provision(self) -> None:
         stages = self.stages
@@ -306,7 +330,9 @@ class TpuVmRun(Launcher):
         per_host = self.vm.slice.jax_devices // self.vm.workers
         stages.done("devices", detail=f"{self.vm.workers} workers x {per_host} JAX devices")
 
-    def _train(self) -> SegmentOutcome:
+    def _train(self, held: tuple[int, ...] | None = None) -> SegmentOutcome:
+        """Start the program on every worker and follow it to its end; with ``held``, follow
+        again the one already started (its first ``held[0]`` lines already kept)."""
         stages = self.stages
         stages.start("train")
         cancel = threading.Event()
@@ -319,6 +345,12 @@ class TpuVmRun(Launcher):
             watch=self._watch(),
             live=LiveSteps(self.store, self.run_id),
             on_worker0=self.book.on_line,
+            held=held[0] if held else 0,
+        )
+        command = (
+            train_command(self.program, self.run_id, self.book.n)
+            if held is None
+            else attach_command(self.run_id)
         )
         send = {n: self.env[n] for n in self.program.secret_env if self.env.get(n)}
         self._training = True
@@ -326,7 +358,7 @@ class TpuVmRun(Launcher):
         follower.start_watchdog(done)
         try:
             out = self.shell.run(
-                train_command(self.program, self.run_id),
+                command,
                 "train",
                 self.train_timeout_s,
                 follow=follower,
