@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -143,7 +144,18 @@ class Exchange:
     response_problems: tuple[str, ...]
 
 
-class _TlsServer(ThreadingHTTPServer):
+class _LoopbackServer(ThreadingHTTPServer):
+    """A client that goes away before its answer is written (a gcloud or kubectl stopped by
+    Ctrl-C, a follow that was cancelled) is a normal end of its connection, not an error to
+    print: real servers say nothing of it either."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _TlsServer(_LoopbackServer):
     """HTTPS: each connection's TLS handshake is made in its own request thread, so a slow
     or silent client never holds up the others."""
 
@@ -192,7 +204,7 @@ def serve_on_loopback(
     Handler.protocol_version = protocol_version
     server: ThreadingHTTPServer
     if tls is None:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = _LoopbackServer(("127.0.0.1", 0), Handler)
     else:
         server = _TlsServer(("127.0.0.1", 0), Handler)
         server.tls = tls
