@@ -55,7 +55,9 @@ _STEMS = (
     "did not", "not supported", "not available", "no such", "missing",
     "unknown", "unsupported", "deadline", "stockout", "stopiteration", "already exists",
     "already in use", "imminent", "exit ", "exited ", "status ", "[warning]", "not_found",
-    "already_exists", "out_of_range", "data_loss", "not_met",
+    "already_exists", "out_of_range", "data_loss", "not_met", "out of range", "can not",
+    "not a valid", "not an allowed", "not applicable", "low on resource", "sigsegv", "sigabrt",
+    "sigbus",
 )  # fmt: skip
 """Lower-case texts one of which every line the gate takes holds: a line with none of them
 (most progress and step lines) is dismissed by one search."""
@@ -67,15 +69,17 @@ _GATE = re.compile(
     r"|back-?off|unauthori[sz]ed|unauthenticated|rejected|evicted|preempted|not allowed"
     r"|does not|doesn't|didn't|did not|not supported|not available|no such"
     r"|missing|unknown|unsupported|deadline|stockout|StopIteration|already (?:exists|in use)"
-    r"|imminent)\b"
+    r"|imminent|out of range|can not|not an? (?:valid|allowed)|not applicable|low on resource"
+    r"|SIG(?:SEGV|ABRT|BUS))\b"
     r"|(?-i:\w(?:Error|Exception|Failure|BackOff)\b|\bFailed\w+|\[Warning\]"
     r"|\b[A-Z]{2,}(?:_[A-Z]+)+\b)"
     r"|\b(?:exit|status)(?:ed)? (?:with )?(?:code|status)? ?[1-9]\d*",
     re.IGNORECASE,
 )
 """A line that reads as an error: a failure word, an exception or status name, an exit code."""
-_GLOG_ERROR = re.compile(r"[EF]\d{4} ")
-"""The prefix of a line glog logged at ERROR or FATAL."""
+_GLOG_ERROR = re.compile(r"[EF]\d{4} |\d{4}-\d\d-\d\d[ T][\d:.]+: [EF] ")
+"""The prefix of a line glog (``E1224 22:35:53.165575 ...``) or TensorFlow's C++ logging
+(``2024-07-29 17:14:59.920189: E external/xla/...``) logged at ERROR or FATAL."""
 _LOGGED_INFO = re.compile(r"\s*(?:I\d{4}\s|\[?(?:INFO|DEBUG)\]?[:\s])")
 _NOT_ERROR = re.compile(
     r"(?:^|[\s\]|:])(?:INFO|DEBUG)(?:[\s:\]|]|$)"
