@@ -163,7 +163,8 @@ def test_unit_a_classified_match_in_json_is_marked_family_level() -> None:
     text = UNSEEN_WORDINGS[0][1]
     (item,) = matches_to_json(diagnose([text]))
     assert item["signature"] == "quota-classified" and item["specificity"] == 0
-    assert isinstance(item["confidence"], float) and 0.85 <= item["confidence"] <= 1.0
+    assert isinstance(item["confidence"], float)
+    assert packaged().model.threshold <= item["confidence"] <= 1.0
     assert item["severity"] == "warning"
     assert item["extracted"] == {"region": "us-east5", "status": "TPUS_PER_TPU_FAMILY"}
     assert "gcloud compute regions describe us-east5" in str(item["fix"])
@@ -199,6 +200,24 @@ def test_unit_a_clean_run_log_gets_no_family_level_match() -> None:
 def test_unit_info_lines_source_lines_and_progress_are_never_classified(line: str) -> None:
     assert not reads_as_error(line)
     assert not any(m.classified for m in diagnose([line]))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has "
+        "been waiting for 10s and may be stuck",
+        "2023-04-17 19:35:38.550666: F    5184 tensorflow/compiler/xla/xla_client/"
+        "xrt_computation_client.cc:1362] Non-OK-status: session.Run()",
+        "W tensorflow/core/framework/op_kernel.cc:1192] Out of range: End of sequence",
+        "*** SIGSEGV (@0x10), see go/stacktraces#s15 received by PID 2260 (TID 2260) on cpu 10",
+        "[XPK] Key tpu-type is not an allowed xpk config key.",
+        "Placement policy is not applicable to machine type n1-standard-1",
+        "The node was low on resource: memory.",
+    ],
+)
+def test_unit_tensorflow_error_prefixes_signals_and_refusals_read_as_errors(line: str) -> None:
+    assert reads_as_error(line)
 
 
 def test_unit_a_configuration_echo_is_never_classified() -> None:

@@ -1,6 +1,6 @@
-"""Build ``catalog/error_classifier.json``: the family classifier's counts for ``diagnose``.
+"""Build ``catalog/error_classifier.json``: the family classifier's weights for ``diagnose``.
 
-Trains the naive Bayes model of ``tpu_trainer.plan.diagnose_classify`` on every text of the
+Trains the logistic regression of ``tpu_trainer.plan.diagnose_classify`` on every text of the
 corpus of real error texts (``tests/fixtures/diagnose/corpus.yaml``, both splits: the
 classifier is measured out of sample by ``bench/diagnose_corpus.py --cross-validate``, whose
 every fold trains a model without the texts it scores) and on every message of the services'

@@ -1,11 +1,13 @@
 """Which family an error line belongs to when no signature knows its wording.
 
-A multinomial naive Bayes model over the words, word pairs and character 3–5-grams of a line
-(numbers, hexadecimal ids, URLs, paths and quoted names normalised away first), with one class
-per error family and one, ``none``, for lines that read as errors but belong to no family (other
-tools' errors, warnings a healthy run prints). Its counts are data:
+A multinomial logistic regression over the words, word pairs and character 3–5-grams of a
+line (numbers, hexadecimal ids, URLs, paths and quoted names normalised away first), with one
+class per error family and one, ``none``, for lines that read as errors but belong to no family
+(other tools' errors, warnings a healthy run prints). Strongly regularised, so a wording it has
+never seen gets a middling probability rather than a confident guess. Its weights are data:
 ``catalog/error_classifier.json``, built by ``tools/build_diagnose_classifier.py`` from the
-corpus and the services' message formats (:func:`train` here is that build).
+corpus and the services' message formats (:func:`train` here is that build: a few seconds of
+plain Python, deterministic).
 
 Only lines that read as errors are classified (:func:`reads_as_error`: a failure word, an
 exception name, a status code, an exit code; never INFO or DEBUG lines nor source lines shown in
@@ -14,7 +16,8 @@ class is a family, its confidence reaches the model's threshold, and the line ho
 family requires of it (``classify_requires`` in ``error_families.yaml``: a TPU runtime line names
 the TPU, XLA, JAX or a device; another framework's assertion does not).
 
-Plain Python: a line's score is a sum of looked-up log-probabilities.
+Plain Python: a line's score per class is a sum of looked-up weights, its confidence their
+softmax.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import random
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,6 +42,9 @@ MODEL_FILE = "error_classifier.json"
 """The model's file name inside ``tpu_trainer.catalog``."""
 CHAR_GRAMS = (3, 4, 5)
 """Lengths of the character n-grams taken inside each word."""
+THRESHOLD = 0.5
+"""Lowest confidence of a verdict (chosen by the grouped cross-validation of
+``bench/diagnose_corpus.py --cross-validate``)."""
 
 _STEMS = (
     "error", "exception", "fatal", "fail", "denied", "forbidden", "refused", "unable", "cannot",
@@ -48,7 +55,9 @@ _STEMS = (
     "did not", "not supported", "not available", "no such", "missing",
     "unknown", "unsupported", "deadline", "stockout", "stopiteration", "already exists",
     "already in use", "imminent", "exit ", "exited ", "status ", "[warning]", "not_found",
-    "already_exists", "out_of_range", "data_loss", "not_met",
+    "already_exists", "out_of_range", "data_loss", "not_met", "out of range", "can not",
+    "not a valid", "not an allowed", "not applicable", "low on resource", "sigsegv", "sigabrt",
+    "sigbus",
 )  # fmt: skip
 """Lower-case texts one of which every line the gate takes holds: a line with none of them
 (most progress and step lines) is dismissed by one search."""
@@ -60,15 +69,17 @@ _GATE = re.compile(
     r"|back-?off|unauthori[sz]ed|unauthenticated|rejected|evicted|preempted|not allowed"
     r"|does not|doesn't|didn't|did not|not supported|not available|no such"
     r"|missing|unknown|unsupported|deadline|stockout|StopIteration|already (?:exists|in use)"
-    r"|imminent)\b"
+    r"|imminent|out of range|can not|not an? (?:valid|allowed)|not applicable|low on resource"
+    r"|SIG(?:SEGV|ABRT|BUS))\b"
     r"|(?-i:\w(?:Error|Exception|Failure|BackOff)\b|\bFailed\w+|\[Warning\]"
     r"|\b[A-Z]{2,}(?:_[A-Z]+)+\b)"
     r"|\b(?:exit|status)(?:ed)? (?:with )?(?:code|status)? ?[1-9]\d*",
     re.IGNORECASE,
 )
 """A line that reads as an error: a failure word, an exception or status name, an exit code."""
-_GLOG_ERROR = re.compile(r"[EF]\d{4} ")
-"""The prefix of a line glog logged at ERROR or FATAL."""
+_GLOG_ERROR = re.compile(r"[EF]\d{4} |\d{4}-\d\d-\d\d[ T][\d:.]+: [EF] ")
+"""The prefix of a line glog (``E1224 22:35:53.165575 ...``) or TensorFlow's C++ logging
+(``2024-07-29 17:14:59.920189: E external/xla/...``) logged at ERROR or FATAL."""
 _LOGGED_INFO = re.compile(r"\s*(?:I\d{4}\s|\[?(?:INFO|DEBUG)\]?[:\s])")
 _NOT_ERROR = re.compile(
     r"(?:^|[\s\]|:])(?:INFO|DEBUG)(?:[\s:\]|]|$)"
@@ -136,53 +147,44 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Model:
-    """Feature counts per class (how many training texts of the class hold the feature) and
-    the settings that turn them into verdicts."""
+    """A multinomial logistic regression over binary features: per feature, one weight per
+    class (in hundredths), a bias per class, and the settings that turn scores into verdicts."""
 
     classes: tuple[str, ...]
     """The families and :data:`NONE`, sorted."""
     documents: tuple[int, ...]
     """Training texts per class."""
-    counts: Mapping[str, tuple[tuple[int, int], ...]]
-    """Per feature, (class index, count) for the classes whose texts hold it."""
-    alpha: float = 0.1
-    """Additive smoothing of the counts."""
-    scale: float = 5.0
-    """The mean log-probability of a line's features is multiplied by this before the
-    softmax that gives the confidence."""
-    threshold: float = 0.85
+    weights: Mapping[str, tuple[int, ...]]
+    """Per feature, its weight for each class (hundredths)."""
+    bias: tuple[int, ...]
+    """Per class, its bias (hundredths)."""
+    threshold: float = THRESHOLD
     """Lowest confidence of a verdict."""
 
     def to_json(self) -> str:
         """The data file: settings first, then one feature a line (sorted), for short diffs."""
         head = {
             "about": "Built by tools/build_diagnose_classifier.py; do not edit by hand.",
-            "alpha": self.alpha,
-            "scale": self.scale,
             "threshold": self.threshold,
             "classes": list(self.classes),
             "documents": list(self.documents),
+            "bias": list(self.bias),
         }
         lines = [f"{json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
         body = [
-            f"{json.dumps(name)}: {json.dumps([n for pair in pairs for n in pair])}"
-            for name, pairs in sorted(self.counts.items())
+            f"{json.dumps(name)}: {json.dumps(list(row), separators=(',', ':'))}"
+            for name, row in sorted(self.weights.items())
         ]
-        return "{\n" + "\n".join(lines) + '\n"counts": {\n' + ",\n".join(body) + "\n}}\n"
+        return "{\n" + "\n".join(lines) + '\n"weights": {\n' + ",\n".join(body) + "\n}}\n"
 
     @classmethod
     def from_json(cls, text: str) -> Model:
         doc = json.loads(text)
-        counts = {
-            name: tuple(zip(flat[0::2], flat[1::2], strict=True))
-            for name, flat in doc["counts"].items()
-        }
         return cls(
             classes=tuple(doc["classes"]),
             documents=tuple(doc["documents"]),
-            counts=counts,
-            alpha=float(doc["alpha"]),
-            scale=float(doc["scale"]),
+            weights={name: tuple(row) for name, row in doc["weights"].items()},
+            bias=tuple(doc["bias"]),
             threshold=float(doc["threshold"]),
         )
 
@@ -191,34 +193,91 @@ def train(
     examples: Iterable[tuple[str, str]],
     *,
     min_documents: int = 2,
-    alpha: float = 0.1,
-    scale: float = 5.0,
-    threshold: float = 0.85,
+    epochs: int = 5,
+    rate: float = 0.5,
+    decay: float = 3e-3,
+    threshold: float = THRESHOLD,
 ) -> Model:
-    """A model from ``(class, text)`` examples; features held by fewer than ``min_documents``
-    texts are dropped (they name one thread's particulars, not a family's vocabulary)."""
-    per_class: dict[str, Counter[str]] = {}
-    docs: Counter[str] = Counter()
+    """A model from ``(class, text)`` examples: ``epochs`` passes of stochastic gradient
+    descent on the softmax loss (AdaGrad steps of ``rate``, L2 ``decay``; examples in a fixed
+    shuffled order, so a build is deterministic). Features held by fewer than
+    ``min_documents`` texts are dropped (they name one thread's particulars, not a family's
+    vocabulary)."""
+    data = [(family, features(text)) for family, text in examples]
     spread: Counter[str] = Counter()
-    for family, text in examples:
-        found = features(text)
-        per_class.setdefault(family, Counter()).update(found)
+    for _, found in data:
         spread.update(found)
-        docs[family] += 1
-    classes = tuple(sorted(per_class))
-    counts: dict[str, list[tuple[int, int]]] = {}
-    for index, family in enumerate(classes):
-        for name, n in per_class[family].items():
-            if spread[name] >= min_documents:
-                counts.setdefault(name, []).append((index, n))
+    names = sorted(name for name, n in spread.items() if n >= min_documents)
+    index = {name: i for i, name in enumerate(names)}
+    classes = tuple(sorted({family for family, _ in data}))
+    of_class = {c: i for i, c in enumerate(classes)}
+    rows = [(of_class[f], sorted(index[n] for n in found if n in index)) for f, found in data]
+    fit = _Fit(len(names), len(classes), rate=rate, decay=decay)
+    order = list(range(len(rows)))
+    shuffler = random.Random(0)  # noqa: S311 - a fixed order of examples, not a secret
+    for _ in range(epochs):
+        shuffler.shuffle(order)
+        for j in order:
+            fit.step(*rows[j])
+    docs = Counter(family for family, _ in data)
     return Model(
         classes=classes,
         documents=tuple(docs[c] for c in classes),
-        counts={k: tuple(v) for k, v in counts.items()},
-        alpha=alpha,
-        scale=scale,
+        weights={name: tuple(_hundredths(w) for w in fit.w[i]) for name, i in index.items()},
+        bias=tuple(_hundredths(b) for b in fit.b),
         threshold=threshold,
     )
+
+
+def _hundredths(value: float) -> int:
+    return round(value * 100)
+
+
+class _Fit:
+    """The weights being fitted, and their AdaGrad sums of squared gradients."""
+
+    SKIP = 1e-3
+    """A class whose gradient is smaller than this on an example is not updated by it."""
+
+    def __init__(self, width: int, classes: int, *, rate: float, decay: float) -> None:
+        self.w = [[0.0] * classes for _ in range(width)]
+        self.g = [[1e-8] * classes for _ in range(width)]
+        self.b = [0.0] * classes
+        self.gb = [1e-8] * classes
+        self.rate, self.decay = rate, decay
+
+    def step(self, label: int, row: Sequence[int]) -> None:
+        """One gradient step on an example: class ``label``, features ``row``."""
+        if not row:
+            return
+        scale = 1.0 / math.sqrt(len(row))
+        error = _softmax(_scores([self.w[n] for n in row], self.b, scale))
+        error[label] -= 1.0
+        active = [c for c, e in enumerate(error) if abs(e) > self.SKIP]
+        for n in row:
+            w, g = self.w[n], self.g[n]
+            for c in active:
+                grad = error[c] * scale + self.decay * w[c]
+                g[c] += grad * grad
+                w[c] -= self.rate * grad / math.sqrt(g[c])
+        for c in active:
+            self.gb[c] += error[c] * error[c]
+            self.b[c] -= self.rate * error[c] / math.sqrt(self.gb[c])
+
+
+def _scores(rows: Sequence[Sequence[float]], bias: Sequence[float], scale: float) -> list[float]:
+    """Per class, the bias plus the sum of the feature weights times ``scale`` (a line's
+    weights count with 1/sqrt of its number of features, so long and short lines compare)."""
+    return [
+        sum(column) * scale + b for column, b in zip(zip(*rows, strict=True), bias, strict=True)
+    ]
+
+
+def _softmax(scores: Sequence[float]) -> list[float]:
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    total = sum(exps)
+    return [e / total for e in exps]
 
 
 def training_examples(texts: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -244,34 +303,18 @@ class Classifier:
         if requires is None:
             requires = {f.id: f.requires for f in catalog().families if f.requires is not None}
         self.requires = dict(requires)
-        width = len(model.classes)
-        totals = [0] * width
-        for pairs in model.counts.values():
-            for index, n in pairs:
-                totals[index] += n
-        vocabulary = len(model.counts)
-        denominators = [math.log(t + model.alpha * vocabulary) for t in totals]
-        self._unseen = tuple(math.log(model.alpha) - d for d in denominators)
-        self._logp: dict[str, tuple[float, ...]] = {}
-        for name, pairs in model.counts.items():
-            row = list(self._unseen)
-            for index, n in pairs:
-                row[index] = math.log(n + model.alpha) - denominators[index]
-            self._logp[name] = tuple(row)
-        self._none = model.classes.index(NONE) if NONE in model.classes else -1
+        self._weights = {name: tuple(w / 100 for w in row) for name, row in model.weights.items()}
+        self._bias = tuple(b / 100 for b in model.bias)
 
     def verdict(self, line: str) -> Verdict | None:
-        """The most likely class of ``line`` and its confidence, or None when no feature of
+        """The most likely class of ``line`` and its probability, or None when no feature of
         the line is known."""
-        rows = [self._logp[f] for f in features(line) if f in self._logp]
+        rows = [self._weights[f] for f in features(line) if f in self._weights]
         if not rows:
             return None
-        factor = self.model.scale / len(rows)
-        scores = [sum(column) * factor for column in zip(*rows, strict=True)]
-        top = max(scores)
-        total = sum(math.exp(s - top) for s in scores)
-        best = scores.index(top)
-        return Verdict(family=self.model.classes[best], confidence=1.0 / total)
+        chances = _softmax(_scores(rows, self._bias, 1.0 / math.sqrt(len(rows))))
+        best = max(range(len(chances)), key=chances.__getitem__)
+        return Verdict(family=self.model.classes[best], confidence=chances[best])
 
     def classify(self, line: str) -> Verdict | None:
         """The family of ``line`` when its most likely class is a family with a confidence at
