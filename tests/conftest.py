@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,19 @@ from tpu_trainer.app.planning import Request, plan_request
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.plan.plan import Plan, PlanOptions
 from tpu_trainer.store.db import RunMode, RunStore
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """A test that runs a launcher in-process and interrupts it leaves Ctrl-C and SIGTERM
+    ignored (an interrupted run's process ignores them until it exits): restore them, or
+    every process a later test starts inherits the ignored Ctrl-C."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        if handler is not None:
+            signal.signal(sig, handler)
+
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"

@@ -75,6 +75,15 @@ class Outcome:
         )
 
 
+_AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+"""Starts the tool with Ctrl-C delivered as a terminal delivers it, whatever this process
+inherited: a job started in the background by a non-interactive shell (a CI script) ignores
+SIGINT, and so would every process it starts, the tool included."""
+
+
 @dataclass
 class Rehearsal:
     """Where a case runs: its folder (store and fake cloud live under it), recipe, scenario."""
@@ -128,6 +137,7 @@ def crash(reh: Rehearsal, case: Case, before: dict[str, Any]) -> Outcome:
     out = Outcome(case)
     argv = reh.tool("train", str(reh.recipe), "--rehearse", str(reh.scenario))
     argv += ["--poll", "0.05", "--wait-timeout", "600", "--skip-checks", *reh.train_args]
+    argv = [sys.executable, "-c", _AS_FROM_A_TERMINAL, *argv]
     proc = subprocess.Popen(
         argv, env=reh.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
