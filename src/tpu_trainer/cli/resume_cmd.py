@@ -132,9 +132,9 @@ def _resume_on_kuberay(
 ) -> RunOutcome:
     """A KubeRay run's job followed again, or its next segment, with the image its RayCluster
     was made with (kept in the run's ``raycluster.yaml``)."""
+    from tpu_trainer.cli.kuberay_cli import KubeRayStart, run_on_kuberay
     from tpu_trainer.errors import InputError
-    from tpu_trainer.launchers.kuberay.manifests import RaySettings, image_of
-    from tpu_trainer.launchers.kuberay.run import KubeRayRun
+    from tpu_trainer.launchers.kuberay.manifests import image_of
 
     services = setup.services.for_run(row.id)
     kept = services.store.path.parent / "runs" / row.id / "raycluster.yaml"
@@ -144,20 +144,8 @@ def _resume_on_kuberay(
             f"run {row.id} has no RayCluster manifest with an image ({kept})",
             fix="train it again with --backend kuberay --ray-image IMAGE",
         )
-    run = KubeRayRun(
-        services.store,
-        services.runner,
-        services.display,
-        plan,
-        row.request,
-        RaySettings(image=image),
-        kubectl=services.kubectl,
-        lang=lang,
-        run_id=row.id,
-        auto_resume=retries[0],
-        error_retries=retries[1],
-    )
-    return run.resume()
+    start = KubeRayStart(services, row.id, plan, row.request, image, lang, retries)
+    return run_on_kuberay(start, setup.rehearsal, resume=True)
 
 
 def stored_num_slices(stored: Mapping[str, object]) -> int | None:

@@ -19,6 +19,15 @@ class Setup:
     services: Services
     config: Config
     rehearsal_dir: Path | None
+    scenario: Path | None = None
+    """The rehearsal's scenario file (None: the real cloud)."""
+
+    @property
+    def rehearsal(self) -> tuple[Path, Path] | None:
+        """The rehearsal's scenario file and the folder of its fake cloud (None: real)."""
+        if self.scenario is None or self.rehearsal_dir is None:
+            return None
+        return self.scenario, self.rehearsal_dir
 
 
 def open_store(mode: RunMode = RunMode.REAL) -> RunStore:
@@ -87,4 +96,4 @@ def build(
     services = recording_services(
         store, display, config.project_id, env, clock=clock, kube_access=kube_access_of(config)
     )
-    return Setup(services, config, workdir)
+    return Setup(services, config, workdir, rehearse)

@@ -137,7 +137,8 @@ def train(
     req = Request(request, Filters(precision, topology, seq, variant, submitter), config)
     if rehearse is not None and (backend is Backend.LOCAL or scale_down):
         raise InputError(
-            "--rehearse rehearses a run on GKE; --backend local and --scale-down run here",
+            "--rehearse rehearses a run on GKE, a TPU VM or KubeRay; --backend local and "
+            "--scale-down run here",
             fix="drop --rehearse to run on this machine, or drop --backend local/--scale-down",
         )
     if report_to_recipe and rehearse is None:
@@ -146,11 +147,11 @@ def train(
             "model's folder of the recipes tree",
             fix="drop --report-to-recipe, or add --rehearse SCENARIO.yaml",
         )
-    if backend is Backend.KUBERAY and (rehearse is not None or not ray_image):
+    if backend is Backend.KUBERAY and not ray_image:
         raise InputError(
-            "--backend kuberay needs --ray-image (an image with Ray and MaxText) and a real "
-            "cluster (its rehearsal is not offered)",
-            fix="add --ray-image IMAGE and drop --rehearse",
+            "--backend kuberay needs --ray-image (an image with Ray and MaxText), in a "
+            "rehearsal too",
+            fix="add --ray-image IMAGE",
         )
     if rehearse is None:
         local_plan = plan_request(req, replace(options, profiler=None))
@@ -172,7 +173,10 @@ def train(
         return
     if path is LaunchPath.KUBERAY:
         retries = (auto_resume, error_retries)
-        _finish(_train_on_kuberay(setup, plan, label, lang, ray_image or "", retries))
+        ray_outcome = _train_on_kuberay(setup, plan, label, (lang, ray_image or ""), retries)
+        if report_to_recipe:
+            _report_to_recipe(ray_outcome.run_id, lang)
+        _finish(ray_outcome)
         return
     run_id, services = run_services(setup, plan)
     run = GkeRun(
@@ -218,7 +222,11 @@ ReportToRecipeOpt = Annotated[
 ]
 RayImageOpt = Annotated[
     str | None,
-    typer.Option("--ray-image", help="With --backend kuberay: the image with Ray and MaxText."),
+    typer.Option(
+        "--ray-image",
+        help="With --backend kuberay: the image with Ray and MaxText (needed with --rehearse "
+        "too: the RayCluster names it, the scenario's `ray:` plays the job).",
+    ),
 ]
 SkipChecksOpt = Annotated[
     bool,
@@ -315,28 +323,17 @@ def _train_on_tpu_vm(
 
 
 def _train_on_kuberay(
-    setup: Setup, plan: Plan, label: str, lang: str, image: str, retries: tuple[int, int]
+    setup: Setup, plan: Plan, label: str, lang_image: tuple[str, str], retries: tuple[int, int]
 ) -> RunOutcome:
-    """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context);
-    ``retries``: the preemptions it resumes after, and the transient errors it retries."""
-    from tpu_trainer.launchers.kuberay.manifests import RaySettings
-    from tpu_trainer.launchers.kuberay.run import KubeRayRun
+    """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context, or
+    the rehearsal's cluster); ``retries``: the preemptions it resumes after, and the
+    transient errors it retries."""
+    from tpu_trainer.cli.kuberay_cli import KubeRayStart, run_on_kuberay
 
     run_id, services = run_services(setup, plan)
-    run = KubeRayRun(
-        services.store,
-        services.runner,
-        services.display,
-        plan,
-        label,
-        RaySettings(image=image),
-        kubectl=services.kubectl,
-        lang=lang,
-        run_id=run_id,
-        auto_resume=retries[0],
-        error_retries=retries[1],
-    )
-    return run.start()
+    lang, image = lang_image
+    start = KubeRayStart(services, run_id, plan, label, image, lang, retries)
+    return run_on_kuberay(start, setup.rehearsal)
 
 
 def _train_locally(plan: Plan, request: str, lang: str, *, scale_down: bool) -> None:

@@ -3,7 +3,8 @@
 Each submitted job follows a :class:`JobScript`: one status per ``GET /api/jobs/<id>`` (the
 last one repeats) and a log that grows by one chunk per status poll. ``POST .../stop`` stops a
 job that has not ended. The first job plays ``script``, later ones ``later`` in turn (the last
-repeats): a run's job submitted again on a RayCluster made again. :func:`reclaimed_jobs` writes
+repeats): a run's job submitted again on a RayCluster made again (its Nth job, named
+``tpu-trainer-<run>-N``, the Nth script, even for a dashboard started again). :func:`reclaimed_jobs` writes
 the two jobs of a slice reclaimed after a step (``workloads.reclaim_after_step``). Token authentication behaves like Ray's: without ``Authorization:
 Bearer <token>`` every call gets 401. The server runs in a thread and stops when the ``with``
 block ends.
@@ -12,6 +13,7 @@ block ends.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -160,7 +162,7 @@ class FakeRayDashboard:
                 return 400, f"Job with submission_id {sid} already exists."
             runtime_env = dict(body.get("runtime_env") or {})
             scripts = (self.script, *self.later)
-            script = scripts[min(len(self.jobs), len(scripts) - 1)]
+            script = scripts[min(_attempt(sid, len(self.jobs)), len(scripts) - 1)]
             self.jobs[sid] = _Job(sid, str(body.get("entrypoint")), runtime_env, script)
             return 200, {"job_id": sid, "submission_id": sid}
         if len(parts) < 3 or parts[:2] != ["api", "jobs"]:
@@ -184,6 +186,17 @@ class FakeRayDashboard:
             job.stopped = job.stopped or was_running
             return 200, {"stopped": was_running}
         return 404, "Not Found"
+
+
+def _attempt(submission_id: str, submitted: int) -> int:
+    """Which script a job plays: its run's Nth job (``tpu-trainer-<run>-N``) the Nth, so a
+    dashboard started again for a resumed run plays the job it would have played; else the
+    next in turn."""
+    found = _NTH.fullmatch(submission_id)
+    return int(found.group(1)) - 1 if found else submitted
+
+
+_NTH = re.compile(r"tpu-trainer-[0-9a-f]+-([0-9]+)")
 
 
 # ---- a slice reclaimed under a job ----------------------------------------------------------

@@ -20,6 +20,7 @@ from pydantic.dataclasses import dataclass
 
 from tpu_trainer.errors import ConfigError
 from tpu_trainer.fakecloud.maxtext_log import DEFAULT_LOG
+from tpu_trainer.fakecloud.ray_scenario import RayScenario
 from tpu_trainer.fakecloud.schema import (
     AnyText,
     Count,
@@ -328,6 +329,8 @@ class Scenario:
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     latencies: Latencies = field(default_factory=Latencies)
     tpu_vm: TpuVmScenario = field(default_factory=TpuVmScenario)
+    ray: RayScenario = field(default_factory=RayScenario)
+    """The Ray head of a RayCluster the tool makes (KubeRay rehearsals)."""
     project_number: Annotated[str | None, BeforeValidator(_project_number)] = None
     """The project's number (Resource Manager's ``projectNumber``); None: twelve digits made
     from ``project``."""
