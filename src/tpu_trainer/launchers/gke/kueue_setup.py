@@ -72,6 +72,21 @@ def findings(
     state = read_state(
         kubectl, cluster, slice_, num_slices, xpk_configmap=xpk_configmap, local_queue=local_queue
     )
+    return state_findings(
+        state, cluster, slice_, num_slices, xpk_configmap=xpk_configmap, local_queue=local_queue
+    )
+
+
+def state_findings(
+    state: KueueState,
+    cluster: str,
+    slice_: Slice,
+    num_slices: int,
+    *,
+    xpk_configmap: bool = True,
+    local_queue: str = LOCAL_QUEUE,
+) -> list[Finding]:
+    """What is missing from Kueue as ``state`` read it."""
     return kueue_findings(
         cluster,
         slice_,

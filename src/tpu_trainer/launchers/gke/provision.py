@@ -220,19 +220,11 @@ class Provisioner:
                 "(it would delete them); using gcloud and repairing Kueue instead"
             )
             return False
-        from tpu_trainer.launchers.gke.kueue import kueue_findings
-        from tpu_trainer.launchers.gke.kueue_setup import read_state
+        from tpu_trainer.launchers.gke.kueue_setup import read_state, state_findings
 
-        state = read_state(self.kubectl, self.config.cluster_name, self.slice, self.num_slices)
-        missing = kueue_findings(
-            self.config.cluster_name,
-            self.slice,
-            self.num_slices,
-            flavor=state.flavor,
-            cluster_queue=state.cluster_queue,
-            configmap_data=state.configmap_data,
-            local_queue_exists=state.local_queue_exists,
-        )
+        cluster = self.config.cluster_name
+        state = read_state(self.kubectl, cluster, self.slice, self.num_slices)
+        missing = state_findings(state, cluster, self.slice, self.num_slices)
         if not missing:
             self.kueue_ready = True
             self.display.info(
