@@ -34,4 +34,7 @@ for dir in bench tools; do
 done
 .venv/bin/ruff check src tests "${extra[@]}"
 .venv/bin/mypy src tests "${extra[@]}"
-.venv/bin/python -m pytest "$@"
+# Three workers (pytest-xdist) on any number of cores: most of a rehearsal's time is spent waiting
+# on real gcloud, kubectl and xpk processes, not computing. TPU_TRAINER_TEST_WORKERS=0 runs the
+# tests in this process, one at a time.
+.venv/bin/python -m pytest -n "${TPU_TRAINER_TEST_WORKERS:-3}" "$@"
