@@ -27,7 +27,11 @@ RECIPE = RECIPES["tee-upload"]  # tpu7x-4x4x4: 16 hosts, multi-host, needs a wor
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return cli_env(tmp_path)
+    """The test's environment, with a temporary folder of its own (where xpk would leave its
+    files if the tool did not give it one it removes)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {**cli_env(tmp_path), "TMPDIR": str(tmp)}
 
 
 def _recipe(tmp_path: Path) -> Path:
@@ -129,6 +133,9 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
     ).fetchall()
     assert live == []
     assert recorded_problems(tmp_path / "rehearsal") == []
+    # both xpk commands (adapt, and workload create in the script) had their files removed
+    left = sorted(p.name for p in (tmp_path / "tmp").iterdir())
+    assert not [n for n in left if n.startswith(("ConfigMap", "tpu-trainer-xpk-"))], left
 
 
 def test_a_failing_xpk_cluster_adapt_is_xpks_own_and_gcloud_makes_the_pool_with_the_exact_flags(

@@ -39,7 +39,7 @@ def _train(tmp_path: Path, scenario: Path, *args: str) -> tuple[int, str]:
     output."""
     proc = tpu_trainer(
         tmp_path, "train", str(_recipe(tmp_path)), "--backend", "kuberay", "--ray-image",
-        IMAGE, "--rehearse", str(scenario), *args, timeout=300,
+        IMAGE, "--rehearse", str(scenario), "--poll", "0.2", *args, timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out[-3000:]
@@ -100,7 +100,9 @@ def test_a_rehearsed_interrupted_kuberay_run_is_carried_on_by_resume(tmp_path: P
     assert "interrupted at step 30 of 50 (preempted: TPU worker pod" in out, out[-3000:]
     run_id = _run_id(tmp_path)
     _nothing_left(tmp_path)
-    proc = tpu_trainer(tmp_path, "resume", run_id, "--rehearse", str(scenario), timeout=300)
+    proc = tpu_trainer(
+        tmp_path, "resume", run_id, "--rehearse", str(scenario), "--poll", "0.2", timeout=300
+    )
     resumed = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in resumed, resumed[-3000:]
     assert f"run {run_id}: succeeded" in resumed

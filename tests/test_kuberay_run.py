@@ -200,3 +200,21 @@ def test_a_raycluster_the_cluster_refuses_stops_the_create_before_anything_is_ma
     assert "spec.workerGroupSpecs[0].numOfHost" in rejection.fields
     assert "nothing was applied" in refused.value.message
     assert cloud.store.resources(RUN_ID) == [] and kinds_left(cloud.state) == set()
+
+
+@pytest.mark.parametrize(("poll", "head", "job"), [(0.2, 0.2, 0.2), (30.0, 30.0, 5.0)])
+def test_the_cli_poll_sets_the_heads_checks_and_at_most_the_jobs_reads(
+    tmp_path: Path, poll: float, head: float, job: float
+) -> None:
+    from conftest import RECIPES, plan_for
+    from tpu_trainer.app.services import Services
+    from tpu_trainer.cli.kuberay_cli import KubeRayStart, kuberay_run
+    from tpu_trainer.infra.runner import DryRunRunner, SubprocessRunner
+    from tpu_trainer.store.db import RunStore
+
+    store = RunStore(tmp_path / "runs.db")
+    services = Services(DryRunRunner(SubprocessRunner()), store, SilentDisplay(), "p")
+    plan = plan_for(RECIPES["tee-upload"])
+    start = KubeRayStart(services, "r1", plan, "req", "img", "en", (0, 1), poll)
+    run = kuberay_run(start)
+    assert (run.poll_seconds, run.deadlines.poll_s) == (head, job)

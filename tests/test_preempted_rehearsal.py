@@ -109,6 +109,9 @@ def test_without_auto_resume_the_reclaimed_run_ends_interrupted_until_resumed(
     assert "succeeded" not in proc.stdout
     assert segments(store_db(tmp_path), "n, cause") == [(1, "preempted")]
     _nothing_left(tmp_path)
+    path = next((tmp_path / "store" / "runs").glob("*/README.md"))
+    before = path.read_text(encoding="utf-8")
+    assert "被中断" in before and before.count(f"run {run_id} -->") == 2  # its row and section
     # `resume RUN`: a new segment on the next reservation, where MaxText restores step 30
     again = _rehearse(tmp_path, RECLAIMED, "resume", run_id)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
@@ -117,6 +120,12 @@ def test_without_auto_resume_the_reclaimed_run_ends_interrupted_until_resumed(
         (1, "preempted", 30, 30, None, None),
         (2, None, 49, 40, 30, 0),
     ]
+    # the README's row and section are now the whole run's, in place of the interrupted ones
+    after = path.read_text(encoding="utf-8")
+    assert "already has this run" not in again.stdout
+    assert after.count(f"run {run_id} -->") == 2 and "被中断" not in after
+    assert "| 49 | " in after and "10.000 → 9.510" in after and "10.000 → 9.700" not in after
+    assert "1 interruption(s) resumed" in after
     _nothing_left(tmp_path)
 
 

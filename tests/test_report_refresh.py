@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from tpu_trainer.report.model import RunReport
-from tpu_trainer.report.readme import add_run, replace_figures
+from tpu_trainer.report.model import Outcome, RunReport
+from tpu_trainer.report.readme import add_run, replace_figures, replace_run
 
 pytestmark = pytest.mark.unit
 
@@ -61,3 +61,31 @@ def test_a_readme_edited_by_hand_is_left_as_it_is() -> None:
     assert text is not None
     edited = text.replace("62.5%", "about 60%")
     assert replace_figures(edited, old, replace(old, goodput=0.5)) == edited
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_run_carried_on_replaces_its_row_and_section_and_nothing_else(lang: str) -> None:
+    before = replace(_report(), outcome=Outcome.INTERRUPTED, steady_steps=(2, 3), final_loss=7.1)
+    whole = replace(_report(), steady_step_seconds=2.0, final_loss=6.1)
+    other = replace(_report(), run_id="ffff0000", date="2026-11-20")
+    text = add_run("# mixtral-moe\r\n\r\nNotes.\r\n", other, lang=lang)  # type: ignore[arg-type]
+    assert text is not None
+    text = add_run(text, before, lang=lang)  # type: ignore[arg-type]
+    assert text is not None and add_run(text, whole, lang=lang) is None  # type: ignore[arg-type]
+    changed = replace_run(text, before, whole, plot_links=[])
+    assert changed is not None and changed != text
+    expected = add_run(
+        add_run("# mixtral-moe\r\n\r\nNotes.\r\n", other, lang=lang) or "",  # type: ignore[arg-type]
+        whole,
+        lang=lang,  # type: ignore[arg-type]
+    )
+    assert changed == expected  # as if the whole run had been written in the first place
+    assert "\n" not in changed.replace("\r\n", "")  # its line endings kept
+
+
+def test_a_carried_on_run_edited_by_hand_is_left_as_it_is() -> None:
+    before = replace(_report(), outcome=Outcome.INTERRUPTED)
+    text = add_run("# mixtral-moe\n", before, lang="en")
+    assert text is not None
+    edited = text.replace("2.20", "2.2 (checked)")
+    assert replace_run(edited, before, _report()) is None

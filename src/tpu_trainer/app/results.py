@@ -212,10 +212,16 @@ def report_lang(lang: str) -> Lang:
 
 
 def write_report(
-    report: RunReport, folder: Path, lang: str = "zh", lock_dir: Path | None = None
+    report: RunReport,
+    folder: Path,
+    lang: str = "zh",
+    lock_dir: Path | None = None,
+    previous: RunReport | None = None,
 ) -> tuple[Path, list[Path], bool]:
-    """Append ``report`` to ``folder/README.md`` (with its plots); returns the README, the
-    plots, and whether the README changed. Nothing is written when the README cannot be."""
+    """Append ``report`` to ``folder/README.md`` (with its plots), or put it in place of
+    ``previous`` (what the README was given for the same run before it was carried on);
+    returns the README, the plots, and whether the README changed. Nothing is written when
+    the README cannot be."""
     from tpu_trainer.report.plots import write_plots
     from tpu_trainer.report.readme import check_writable, update_readme
 
@@ -229,7 +235,9 @@ def write_report(
             f"cannot write the charts into {folder}: {exc.strerror or exc}",
             fix=f"make {folder} writable, then `tpu-trainer report {report.run_id}`",
         ) from exc
-    changed = update_readme(readme, report, lang=checked, plots=plots, lock_dir=lock_dir)
+    changed = update_readme(
+        readme, report, lang=checked, plots=plots, lock_dir=lock_dir, previous=previous
+    )
     return readme, plots, changed
 
 
@@ -307,6 +315,7 @@ def record_results(
     if not log.exists():
         return None
     store, run_id, display = stages.store, stages.run_id, stages.display
+    previous = _stored_report(store, run_id)
     stages.start("collect")
     metrics = metrics_from_log(log, plan)
     store_metrics(store, run_id, metrics)
@@ -331,20 +340,31 @@ def record_results(
     model_dir = model_folder(plan)
     figures = stored_figures(metrics)
     store.set_metrics(run_id, {**figures, "report": report_to_json(report, model_dir)})
-    readme = _write_or_warn(
-        stages, report, report_folder(store, run_id, model_dir, mode, to_recipe=False), lang
-    )
+    where = report_folder(store, run_id, model_dir, mode, to_recipe=False)
+    readme = _write_or_warn(stages, report, where, lang, previous)
     return Recorded(figures, readme)
 
 
+def _stored_report(store: RunStore, run_id: str) -> RunReport | None:
+    """The report the run's README was given before (a run carried on), if any."""
+    stored = (store.metrics(run_id) or {}).get("report")
+    return report_from_json(stored)[0] if stored else None
+
+
 def _write_or_warn(
-    stages: Stages, report: RunReport, where: tuple[Path, str], lang: str
+    stages: Stages,
+    report: RunReport,
+    where: tuple[Path, str],
+    lang: str,
+    previous: RunReport | None = None,
 ) -> Path | None:
     folder, why = where
     if why:
         stages.display.info(f"report: {why}")
     try:
-        readme, plots, changed = write_report(report, folder, lang, locks_dir(stages.store))
+        readme, plots, changed = write_report(
+            report, folder, lang, locks_dir(stages.store), previous
+        )
     except TpuTrainerError as exc:
         stages.done("report", "failed", exc.message[:2000])
         stages.display.warn(f"README not written: {exc.message} — {exc.fix}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,13 +30,18 @@ class KubeRayStart:
     lang: str
     retries: tuple[int, int]
     """The preemptions it resumes after, and the transient errors it retries."""
+    poll_s: float = 10.0
+    """Seconds between the head's readiness checks; the job's status and log are read at
+    least every 5 s (``Deadlines.poll_s``), more often when this is shorter."""
 
 
 def kuberay_run(start: KubeRayStart) -> KubeRayRun:
     from tpu_trainer.launchers.kuberay.manifests import RaySettings
     from tpu_trainer.launchers.kuberay.run import KubeRayRun
+    from tpu_trainer.launchers.ray.follow import Deadlines
 
     services = start.services
+    deadlines = Deadlines()
     return KubeRayRun(
         services.store,
         services.runner,
@@ -49,6 +54,8 @@ def kuberay_run(start: KubeRayStart) -> KubeRayRun:
         run_id=start.run_id,
         auto_resume=start.retries[0],
         error_retries=start.retries[1],
+        poll_seconds=start.poll_s,
+        deadlines=replace(deadlines, poll_s=min(deadlines.poll_s, start.poll_s)),
     )
 
 

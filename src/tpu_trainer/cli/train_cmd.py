@@ -173,7 +173,7 @@ def train(
         return
     if path is LaunchPath.KUBERAY:
         retries = (auto_resume, error_retries)
-        ray_outcome = _train_on_kuberay(setup, plan, label, (lang, ray_image or ""), retries)
+        ray_outcome = _train_on_kuberay(setup, plan, label, (lang, ray_image or ""), retries, poll)
         if report_to_recipe:
             _report_to_recipe(ray_outcome.run_id, lang)
         _finish(ray_outcome)
@@ -323,7 +323,12 @@ def _train_on_tpu_vm(
 
 
 def _train_on_kuberay(
-    setup: Setup, plan: Plan, label: str, lang_image: tuple[str, str], retries: tuple[int, int]
+    setup: Setup,
+    plan: Plan,
+    label: str,
+    lang_image: tuple[str, str],
+    retries: tuple[int, int],
+    poll: float,
 ) -> RunOutcome:
     """The recipe as a Ray Train job on a RayCluster made for the run (kubectl's context, or
     the rehearsal's cluster); ``retries``: the preemptions it resumes after, and the
@@ -332,7 +337,7 @@ def _train_on_kuberay(
 
     run_id, services = run_services(setup, plan)
     lang, image = lang_image
-    start = KubeRayStart(services, run_id, plan, label, image, lang, retries)
+    start = KubeRayStart(services, run_id, plan, label, image, lang, retries, poll)
     return run_on_kuberay(start, setup.rehearsal)
 
 

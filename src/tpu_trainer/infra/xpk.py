@@ -6,7 +6,9 @@ kubectl, as xpk itself does (``launchers.gke.submitter``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tpu_trainer.infra.runner import CommandResult, CommandRunner
@@ -48,6 +50,17 @@ def cluster_adapt_argv(
     ]
 
 
+@contextmanager
+def xpk_scratch() -> Iterator[dict[str, str]]:
+    """``TMPDIR`` for one xpk command, a folder of its own removed when the command is over.
+
+    xpk writes every command it runs, and the output of each, to files in the temporary folder
+    (``xpk/utils/file.py``: ``NamedTemporaryFile(delete=False)``) and never removes them: a
+    run would leave two files per ConfigMap it applies, and more, in ``/tmp``."""
+    with tempfile.TemporaryDirectory(prefix="tpu-trainer-xpk-") as folder:
+        yield {"TMPDIR": folder}
+
+
 @dataclass
 class Xpk:
     runner: CommandRunner
@@ -68,4 +81,5 @@ class Xpk:
         env = {"TELEMETRY_ENABLED": "false", **(self.env or {})}
         if self.search_path is not None:
             env["PATH"] = self.search_path()
-        return self.runner.run(argv, timeout=timeout, env=env)
+        with xpk_scratch() as scratch:
+            return self.runner.run(argv, timeout=timeout, env={**env, **scratch})

@@ -12,7 +12,9 @@ Rules, in the order they matter:
   stays byte for byte as it was (line endings, a byte-order mark and a missing final newline
   included). A file without such a table gets a new results section at the end instead.
 * Each run leaves an invisible marker, ``<!-- tpu-trainer run <run_id> -->``, in its row and
-  its section. A run whose marker is already in the file is not added again.
+  its section. A run whose marker is already in the file is not added again; a run carried on
+  (``tpu-trainer resume``) has its row and section replaced by the whole run's, when they are
+  still as the tool wrote them (else they are left as they are).
 * The read-modify-write happens under an exclusive lock, and the new text replaces the file
   atomically, so concurrent writers neither lose nor duplicate runs and a reader never sees
   half a file. The lock file lives in the run store's folder (``locks/``), keyed by the
@@ -75,11 +77,13 @@ def update_readme(
     plots: Sequence[Path] = (),
     lock_timeout: float = 120.0,
     lock_dir: Path | None = None,
+    previous: RunReport | None = None,
 ) -> bool:
     """Record ``run`` in the README at ``path``, creating it from the template when missing.
 
     ``plots`` are image files linked (relative to the README) from the run's section. The
-    lock is taken in ``lock_dir`` (default: the run store's ``locks/`` folder).
+    lock is taken in ``lock_dir`` (default: the run store's ``locks/`` folder). ``previous``:
+    what the README was given for this run before (a run carried on), replaced by ``run``.
     Returns False when the run was already recorded (the file is then left untouched).
     """
     if lang not in LABELS:
@@ -92,7 +96,7 @@ def update_readme(
     try:
         with file_lock(lock, timeout=lock_timeout):
             check_writable(path, run.run_id)
-            return _update_locked(path, run, lang, links)
+            return _update_locked(path, run, lang, links, previous)
     except LockTimeout as exc:
         raise TpuTrainerError(
             f"another process has held the lock on {path} for over {lock_timeout:.0f}s",
@@ -139,6 +143,28 @@ def replace_figures(text: str, old: RunReport, new: RunReport) -> str:
                 text = text.replace(before, after, 1)
             return text
     return text
+
+
+def replace_run(
+    text: str, old: RunReport, new: RunReport, *, plot_links: Sequence[str] = ()
+) -> str | None:
+    """``text`` with ``old``'s row and section replaced by ``new``'s, in the language they were
+    written in (pure); None when they are not in it as written (edited by hand)."""
+    lines = _split_lines(text)
+    found = _find_runs_table(lines)
+    header = found[1] if found is not None else None
+    nl = "\r\n" if "\r\n" in text else "\n"
+    for lab in LABELS.values():
+        section = (run_section(old, lab, plot_links), run_section(new, lab, plot_links))
+        pairs = [(a.replace("\n", nl), b.replace("\n", nl)) for a, b in (section,)]
+        if header is not None:
+            row = (table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))
+            pairs.append((row[0].replace("\n", nl), row[1].replace("\n", nl)))
+        if all(before in text for before, _ in pairs):
+            for before, after in pairs:
+                text = text.replace(before, after, 1)
+            return text
+    return None
 
 
 def _later(path: Path, run_id: str) -> str:
@@ -195,7 +221,9 @@ def lock_path(path: Path, lock_dir: Path | None = None) -> Path:
     return lock_dir / f"readme-{key}.lock"
 
 
-def _update_locked(path: Path, run: RunReport, lang: Lang, links: list[str]) -> bool:
+def _update_locked(
+    path: Path, run: RunReport, lang: Lang, links: list[str], previous: RunReport | None
+) -> bool:
     if not path.exists():
         atomic_write(path, render_readme(run, lang=lang, plot_links=links).encode())
         return True
@@ -208,6 +236,8 @@ def _update_locked(path: Path, run: RunReport, lang: Lang, links: list[str]) -> 
             fix="convert it to UTF-8, or write the report to another file",
         ) from exc
     new = add_run(text, run, lang=lang, plot_links=links)
+    if new is None and previous is not None and previous != run:
+        new = replace_run(text, previous, run, plot_links=links)
     if new is None:
         return False
     atomic_write(path, new.encode("utf-8"))

@@ -30,6 +30,7 @@ from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.runner import CommandFailed
+from tpu_trainer.infra.xpk import xpk_scratch
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke import kueue_setup
 from tpu_trainer.launchers.gke.provision import Provisioner
@@ -280,7 +281,10 @@ class GkeRun(Launcher):
             detail={"zone": zone, SUBMITTER_KEY: submitter.name},
         )
         env = {**submitter.script_env(self._project_number), "WORKLOAD_NAME": name}
-        result = self.svc.runner.run(["bash", str(script)], env=env, timeout=1800)
+        with xpk_scratch() as scratch:  # the script's xpk leaves its files there
+            result = self.svc.runner.run(
+                ["bash", str(script)], env={**env, **scratch}, timeout=1800
+            )
         own.after_submit(policy_rid, plan.slice.workload_policy or "")
         if not result.ok:
             # xpk may fail after the JobSet exists: teardown asks the cluster and deletes it.
