@@ -400,6 +400,32 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "out of 6: Failed to fetch URL (http status: 404) No error",
         "TPU_ACCELERATOR_TYPE",
     ),
+    "api-rate-limit": (
+        "googleapi: Error 403: Quota exceeded for quota group 'WriteGroup' and limit 'Write "
+        "requests per 100 seconds' of service 'compute.googleapis.com' for consumer "
+        "'project_number:4242'., rateLimitExceeded",
+        "--service=compute.googleapis.com",
+    ),
+    "gke-version-unsupported": (
+        "ERROR: (gcloud.container.clusters.create) ResponseError: code=400, message=Master "
+        'version "1.27.3-gke.100" is unsupported.',
+        "gcloud container get-server-config",
+    ),
+    "service-account-missing": (
+        'googleapi: Error 400: Service account "777-compute@developer.gserviceaccount.com" '
+        "does not exist., badRequest",
+        "gcloud iam service-accounts list",
+    ),
+    "autoscaler-cluster-unhealthy": (
+        "W1124 10:01:02.000000       1 static_autoscaler.go:430] Cluster is not ready for "
+        "autoscaling: wrong number of nodes for node group: gke-np-1 expected: 4 actual: 3",
+        "cluster-autoscaler-status",
+    ),
+    "tpu-not-found": (
+        "ERROR: (gcloud.compute.tpus.tpu-vm.ssh) NOT_FOUND: Resource "
+        "'projects/p/locations/europe-west4-a/nodes/run-7' was not found",
+        "tpu-vm list --zone=europe-west4-a",
+    ),
 }
 
 
