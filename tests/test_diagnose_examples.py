@@ -231,6 +231,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "AttributeError: 'Namespace' object has no attribute 'memory_limit'",
         "gcloud beta container node-pools create",
     ),
+    "k8s-resource-quota": (
+        "message: 'exceeded quota: team-compute, requested: requests.cpu=96, used: "
+        "requests.cpu=64, limited: requests.cpu=128'",
+        "`kubectl edit resourcequota team-compute -n <namespace>`",
+    ),
     "gcp-quota": (
         "ERROR: (gcloud.compute.tpus.tpu-vm.create) Quota 'TPUS_PER_TPU_FAMILY' exceeded. "
         "Limit: 0.0 in region us-east5.",

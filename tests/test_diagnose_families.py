@@ -347,6 +347,28 @@ def test_unit_a_catch_all_is_dropped_when_its_family_has_a_specific_match() -> N
     assert [m.signature for m in diagnose(lines[:1])] == ["container-crashloop"]
 
 
+def test_unit_a_crash_loop_gives_way_to_the_error_that_caused_it_in_any_family() -> None:
+    describe = [
+        "    State:          Waiting",
+        "      Reason:       CrashLoopBackOff",
+        "    Last State:     Terminated",
+        "      Reason:       OOMKilled",
+        "      Exit Code:    137",
+    ]
+    assert [m.signature for m in diagnose(describe)] == ["host-oom-killed"]
+    # The cause first, the loop after it: the loop is still dropped.
+    assert [m.family for m in diagnose([*describe[2:], *describe[:2]])] == ["out-of-memory"]
+    # Only a warning besides the loop: the loop stays, ranked as the fatal error it is.
+    alone = diagnose([describe[1], "error: must specify one of -f and -k"])
+    assert [m.signature for m in alone] == ["container-crashloop", "kubectl-arguments"]
+
+
+def test_unit_a_container_named_in_a_comma_list_reaches_the_fix_without_its_comma() -> None:
+    text = "error: container jax-tpu-9 is not valid for pod run-0-1-x out of: jax-tpu-1, jax-tpu-2"
+    (match,) = diagnose([text])
+    assert match.fix == "`kubectl logs run-0-1-x -c jax-tpu-1`."
+
+
 def test_unit_ranks_are_stable_in_json_order() -> None:
     text = (FIXTURES / "logs" / "gke_events.log").read_text(encoding="utf-8")
     matches = diagnose(text.splitlines())

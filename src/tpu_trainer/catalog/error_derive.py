@@ -145,7 +145,7 @@ def key_suggestion(groups: Mapping[str, str]) -> dict[str, str]:
 
 
 def first_container(groups: Mapping[str, str]) -> dict[str, str]:
-    names = (groups.get("containers") or "").split()
+    names = (groups.get("containers") or "").replace(",", " ").split()
     return {"container": names[0] if names else "jax-tpu-1"}
 
 

@@ -62,6 +62,7 @@ _SIGNATURE_KEYS = frozenset(
         "severity",
         "specificity",
         "fallback",
+        "consequence",
         "transient",
         "needles",
         "patterns",
@@ -122,6 +123,10 @@ class Signature:
     1 a generic catch-all."""
     fallback: bool = False
     """Reported only for lines no other signature explains."""
+    consequence: bool = False
+    """A state that follows another error (a crash loop restarts a container that failed for
+    its own reason): dropped when a fatal signature that is neither a fallback nor a
+    consequence matched anywhere in the log, whatever its family."""
     derive: Derive | None = None
     """Extra ``{placeholders}`` computed from the extracted fields."""
     transient: bool = False
@@ -289,6 +294,7 @@ def _signature(name: str, raw: Mapping[str, object], families_: set[str]) -> Sig
         severity=severity,
         specificity=specificity,
         fallback=bool(raw.get("fallback", False)),
+        consequence=bool(raw.get("consequence", False)),
         derive=derive,
         transient=transient,
     )

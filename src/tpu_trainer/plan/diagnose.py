@@ -220,12 +220,13 @@ class _Scan:
             self.first[i] = _match(sig, line, text, m)
 
     def _explained(self, sig: Signature) -> bool:
-        """True for a fallback whose family a specific signature already explains; a specific
-        signature removes the fallbacks of its family recorded before it."""
+        """True for a fallback whose family a specific signature already explains, or a
+        consequence that a fatal cause (of any family) explains; a specific signature removes
+        the fallbacks of its family recorded before it, a cause the consequences."""
         sigs = self.signatures
-        if sig.fallback:
-            return any(sigs[j].family == sig.family and not sigs[j].fallback for j in self.first)
-        for j in [j for j in self.first if sigs[j].fallback and sigs[j].family == sig.family]:
+        if any(_explains(sigs[j], sig) for j in self.first):
+            return True
+        for j in [j for j in self.first if _explains(sig, sigs[j])]:
             self._forget(j)
         return False
 
@@ -305,6 +306,16 @@ def clean_line(raw: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     return text[:MAX_LINE_CHARS]
+
+
+def _explains(cause: Signature, sig: Signature) -> bool:
+    """Whether a match of ``cause`` makes one of ``sig`` redundant: a specific signature
+    explains the fallbacks of its family, a fatal cause every consequence."""
+    if cause.fallback or cause.consequence:
+        return False
+    if sig.consequence:
+        return cause.severity == "fatal"
+    return sig.fallback and cause.family == sig.family
 
 
 def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None:
