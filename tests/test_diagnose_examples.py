@@ -400,6 +400,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "out of 6: Failed to fetch URL (http status: 404) No error",
         "TPU_ACCELERATOR_TYPE",
     ),
+    "hf-gated-repo": (
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url "
+        "https://huggingface.co/acme/tiny-7b/resolve/main/config.json.",
+        "HF_TOKEN",
+    ),
 }
 
 
