@@ -431,6 +431,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "'projects/p/locations/europe-west4-a/nodes/run-7' was not found",
         "tpu-vm list --zone=europe-west4-a",
     ),
+    "hf-gated-repo": (
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url "
+        "https://huggingface.co/acme/tiny-7b/resolve/main/config.json.",
+        "HF_TOKEN",
+    ),
 }
 
 
