@@ -152,7 +152,11 @@ def test_the_client_runs_xpk_under_the_path_it_is_given() -> None:
     spy = Spy()
     Xpk(spy, search_path=lambda: "/opt/xpk-bin:/usr/bin").run(["xpk", "workload", "list"])
     assert spy.calls == [("xpk", "workload", "list")]
-    assert seen == [{"TELEMETRY_ENABLED": "false", "PATH": "/opt/xpk-bin:/usr/bin"}]
+    (env,) = seen
+    assert env is not None
+    scratch = env["TMPDIR"]  # a temporary folder of its own, removed once xpk has ended
+    assert env == {"TELEMETRY_ENABLED": "false", "PATH": "/opt/xpk-bin:/usr/bin", "TMPDIR": scratch}
+    assert Path(scratch).name.startswith("tpu-trainer-xpk-") and not Path(scratch).exists()
 
 
 def test_the_services_run_the_tools_xpk_and_a_fake_runner_keeps_its_path(tmp_path: Path) -> None:
