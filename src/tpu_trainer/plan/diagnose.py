@@ -28,6 +28,7 @@ from tpu_trainer.catalog.error_signatures import Signature, catalog
 from tpu_trainer.plan.diagnose_classify import Classifier, reads_as_error
 from tpu_trainer.plan.diagnose_family import Classified
 from tpu_trainer.plan.diagnose_match import PLACEHOLDER, Match, excerpt, fill
+from tpu_trainer.plan.diagnose_unwrap import unwrap, wrapped
 from tpu_trainer.plan.word_trie import trie_pattern
 
 __all__ = [
@@ -47,6 +48,8 @@ MAX_LINE_CHARS = 200_000
 """Longer lines are cut before matching (MaxText's config error lists ~800 keys on one line)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_CONTINUATION = re.compile(r"[ \t]+\S|\(\d+\) |- ")
+"""A line that continues a message: indented, or an item of a list (``(1) ...``, ``- ...``)."""
 _SEVERITY_ORDER: Mapping[str, int] = {"fatal": 0, "warning": 1}
 
 
@@ -111,15 +114,31 @@ class _Scan:
         self.width = self.needles.width
         self.first: dict[int, Match] = {}
         self.counts: dict[int, int] = {}
+        self.counted: dict[int, int] = {}
+        """The last line each signature was counted on (a line's pieces count it once)."""
         self.prev = ""
         self.prev_low = ""
+        self.prev_number = 0
         self.prev_unsure = False
         """The line before has not been checked against the ignored lines yet."""
         self.prev_candidates: set[int] = set()
         self.prev_hits: set[int] = set()
 
-    def feed(self, number: int, text: str) -> None:
-        """Try the candidate signatures on line ``number`` and on it joined to the one before.
+    def feed(self, number: int, line: str) -> None:
+        """Read line ``number``: each logical line it holds (:func:`unwrap`: the messages inside
+        a wrapper), all reported as line ``number``."""
+        if not wrapped(line):
+            self._feed(number, line)  # most lines: one cheap test
+            return
+        for text in unwrap(line):
+            self._feed(number, text)
+
+    def _feed(self, number: int, text: str) -> None:
+        """Try the candidate signatures on a logical line of line ``number`` and on it joined to
+        the one before. A match on a line that continues the one before (an indented or numbered
+        line after a line ending in a colon, as Terraform, gcloud and Config Connector print a
+        failure's reasons under its wrapper) is reported on the line before: the two are one
+        message, whose most specific signature then ranks first.
 
         Whether a line is an ignored echo is only asked when it matters: when this line, or the
         join with the line before, holds a needle (a line without any is kept as is, and asked
@@ -127,7 +146,7 @@ class _Scan:
         low = text.lower()
         candidates = self._candidates(low)
         if not candidates and not self.prev_candidates:
-            self._shift(text, low, candidates, set(), unsure=True)
+            self._shift(number, text, low, candidates, set(), unsure=True)
             self._classify(number, text, low, unsure=True)
             return
         if self.prev_unsure and self._ignored(self.prev):
@@ -147,11 +166,21 @@ class _Scan:
                 found[i] = hit
         for i in self._redundant(found):
             del found[i]
-        for i, hit in found.items():
-            self._record(i, number, *hit)
+        own = self.prev_number if self._continues(text) else number
+        for i, (back, haystack, m) in found.items():
+            self._record(i, self.prev_number if back else own, haystack, m)
         if not found:
             self._classify(number, text, low, unsure=False)
-        self._shift(text, low, candidates, set(found), unsure=False)
+        self._shift(number, text, low, candidates, set(found), unsure=False)
+
+    def _continues(self, text: str) -> bool:
+        """Whether ``text`` continues the line before: that line ends with a colon and this one
+        is indented or starts with an item marker (``(1)``, ``-``)."""
+        return (
+            bool(self.prev)
+            and self.prev.rstrip().endswith(":")
+            and _CONTINUATION.match(text) is not None
+        )
 
     def _classify(self, number: int, text: str, low: str, *, unsure: bool) -> None:
         """Give a line no signature matched to the classifier if it reads as an error (and,
@@ -171,9 +200,17 @@ class _Scan:
         return bool(text) and self.ignore is not None and self.ignore.search(text) is not None
 
     def _shift(
-        self, text: str, low: str, candidates: set[int], hits: set[int], *, unsure: bool
+        self,
+        number: int,
+        text: str,
+        low: str,
+        candidates: set[int],
+        hits: set[int],
+        *,
+        unsure: bool,
     ) -> None:
         self.prev, self.prev_low, self.prev_unsure = text, low, unsure
+        self.prev_number = number
         self.prev_candidates, self.prev_hits = candidates, hits
 
     def _redundant(self, found: Mapping[int, object]) -> set[int]:
@@ -204,8 +241,8 @@ class _Scan:
             matches += self.classified.result({m.family for m in matches})
         return matches
 
-    def _record(self, i: int, number: int, back: int, text: str, m: re.Match[str]) -> None:
-        line, sig = number - back, self.signatures[i]
+    def _record(self, i: int, line: int, text: str, m: re.Match[str]) -> None:
+        sig = self.signatures[i]
         if self._explained(sig):
             return
         for j, other in list(self.first.items()):
@@ -215,7 +252,9 @@ class _Scan:
                 return  # a more specific signature of the family already explains the line
             if other.specificity < sig.specificity:
                 self._forget(j)
-        self.counts[i] = self.counts.get(i, 0) + 1
+        if self.counted.get(i) != line:
+            self.counted[i] = line
+            self.counts[i] = self.counts.get(i, 0) + 1
         if i not in self.first:
             self.first[i] = _match(sig, line, text, m)
 
@@ -233,6 +272,7 @@ class _Scan:
     def _forget(self, j: int) -> None:
         """Drop signature ``j``'s first match (a wrapped line showed a better one)."""
         del self.first[j]
+        self.counted.pop(j, None)
         self.counts[j] -= 1
         if self.counts[j] == 0:
             del self.counts[j]
