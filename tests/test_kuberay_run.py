@@ -202,8 +202,10 @@ def test_a_raycluster_the_cluster_refuses_stops_the_create_before_anything_is_ma
     assert cloud.store.resources(RUN_ID) == [] and kinds_left(cloud.state) == set()
 
 
-@pytest.mark.parametrize(("poll", "head", "job"), [(0.2, 0.2, 0.2), (30.0, 30.0, 5.0)])
-def test_the_cli_poll_sets_the_heads_checks_and_at_most_the_jobs_reads(
+@pytest.mark.parametrize(
+    ("poll", "head", "job"), [(0.2, 0.2, 0.2), (7.0, 7.0, 5.0), (30.0, 10.0, 5.0)]
+)
+def test_the_cli_poll_shortens_the_heads_checks_and_the_jobs_reads(
     tmp_path: Path, poll: float, head: float, job: float
 ) -> None:
     from conftest import RECIPES, plan_for

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from tpu_trainer.plan.plan import Plan
 
 
+HEAD_POLL_S = 10.0
+"""Seconds between checks of the head's readiness, unless ``--poll`` asks for less."""
+
+
 @dataclass(frozen=True)
 class KubeRayStart:
     """What a KubeRay run is made of: the run's services (recording under ``run_id``), its
@@ -31,8 +35,8 @@ class KubeRayStart:
     retries: tuple[int, int]
     """The preemptions it resumes after, and the transient errors it retries."""
     poll_s: float = 10.0
-    """Seconds between the head's readiness checks; the job's status and log are read at
-    least every 5 s (``Deadlines.poll_s``), more often when this is shorter."""
+    """``--poll``: the head's readiness is checked every 10 s and the job's status and log read
+    every 5 s (``Deadlines.poll_s``), or every ``poll_s`` when that is shorter."""
 
 
 def kuberay_run(start: KubeRayStart) -> KubeRayRun:
@@ -54,7 +58,7 @@ def kuberay_run(start: KubeRayStart) -> KubeRayRun:
         run_id=start.run_id,
         auto_resume=start.retries[0],
         error_retries=start.retries[1],
-        poll_seconds=start.poll_s,
+        poll_seconds=min(HEAD_POLL_S, start.poll_s),
         deadlines=replace(deadlines, poll_s=min(deadlines.poll_s, start.poll_s)),
     )
 

@@ -155,11 +155,12 @@ def replace_run(
     header = found[1] if found is not None else None
     nl = "\r\n" if "\r\n" in text else "\n"
     for lab in LABELS.values():
-        section = (run_section(old, lab, plot_links), run_section(new, lab, plot_links))
-        pairs = [(a.replace("\n", nl), b.replace("\n", nl)) for a, b in (section,)]
+        pairs = [(run_section(old, lab, plot_links), run_section(new, lab, plot_links))]
         if header is not None:
-            row = (table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))
-            pairs.append((row[0].replace("\n", nl), row[1].replace("\n", nl)))
+            pairs.append(
+                (table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))
+            )
+        pairs = [(a.replace("\n", nl), b.replace("\n", nl)) for a, b in pairs]
         if all(before in text for before, _ in pairs):
             for before, after in pairs:
                 text = text.replace(before, after, 1)
