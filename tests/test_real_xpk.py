@@ -52,9 +52,11 @@ class Cloud:
 
     def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         number = f"--project-number={project_number(read_state(self.root / 'state.json'))}"
+        scratch = self.root / "tmp"  # xpk leaves a file per command it runs in TMPDIR
+        scratch.mkdir(exist_ok=True)
         return subprocess.run(
             [self.xpk, *argv, *WHERE, number],
-            env=self.env,
+            env={**self.env, "TMPDIR": str(scratch)},
             cwd=self.root,
             capture_output=True,
             text=True,
