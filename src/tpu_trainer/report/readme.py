@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -130,19 +130,14 @@ def refresh_figures(
 
 def replace_figures(text: str, old: RunReport, new: RunReport) -> str:
     """``text`` with ``old``'s row and goodput line replaced by ``new``'s (pure)."""
-    lines = _split_lines(text)
-    found = _find_runs_table(lines)
-    header = found[1] if found is not None else None
-    for lab in LABELS.values():
-        pairs = [(ledger_line(old, lab).rstrip("\n"), ledger_line(new, lab).rstrip("\n"))]
-        if header is not None:
-            row = (table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))
-            pairs.append((row[0].rstrip("\n"), row[1].rstrip("\n")))
-        if all(before and before in text for before, _ in pairs):
-            for before, after in pairs:
-                text = text.replace(before, after, 1)
-            return text
-    return text
+
+    def pairs(lab: Labels, header: list[str] | None) -> list[tuple[str, str]]:
+        ledger = (ledger_line(old, lab), ledger_line(new, lab))
+        both = [ledger, *_row_pair(old, new, header, lab)]
+        return [(a.rstrip("\n"), b.rstrip("\n")) for a, b in both]
+
+    changed = _swap_in_its_language(text, pairs)
+    return text if changed is None else changed
 
 
 def replace_run(
@@ -150,18 +145,35 @@ def replace_run(
 ) -> str | None:
     """``text`` with ``old``'s row and section replaced by ``new``'s, in the language they were
     written in (pure); None when they are not in it as written (edited by hand)."""
-    lines = _split_lines(text)
-    found = _find_runs_table(lines)
-    header = found[1] if found is not None else None
     nl = "\r\n" if "\r\n" in text else "\n"
+
+    def pairs(lab: Labels, header: list[str] | None) -> list[tuple[str, str]]:
+        section = (run_section(old, lab, plot_links), run_section(new, lab, plot_links))
+        both = [section, *_row_pair(old, new, header, lab)]
+        return [(a.replace("\n", nl), b.replace("\n", nl)) for a, b in both]
+
+    return _swap_in_its_language(text, pairs)
+
+
+def _row_pair(
+    old: RunReport, new: RunReport, header: list[str] | None, lab: Labels
+) -> list[tuple[str, str]]:
+    """``old``'s and ``new``'s rows of the "my runs" table (none without a table)."""
+    if header is None:
+        return []
+    return [(table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))]
+
+
+def _swap_in_its_language(
+    text: str, pairs_for: Callable[[Labels, list[str] | None], list[tuple[str, str]]]
+) -> str | None:
+    """``text`` with each pair's first text replaced by its second (once), in the first
+    language all of whose first texts ``text`` holds; None when it holds no language's."""
+    found = _find_runs_table(_split_lines(text))
+    header = found[1] if found is not None else None
     for lab in LABELS.values():
-        pairs = [(run_section(old, lab, plot_links), run_section(new, lab, plot_links))]
-        if header is not None:
-            pairs.append(
-                (table_row(run_cells(old, header, lab)), table_row(run_cells(new, header, lab)))
-            )
-        pairs = [(a.replace("\n", nl), b.replace("\n", nl)) for a, b in pairs]
-        if all(before in text for before, _ in pairs):
+        pairs = pairs_for(lab, header)
+        if all(before and before in text for before, _ in pairs):
             for before, after in pairs:
                 text = text.replace(before, after, 1)
             return text
