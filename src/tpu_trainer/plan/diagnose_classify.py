@@ -88,12 +88,17 @@ _NOT_ERROR = re.compile(
     r"|File \"|\[XPK\]\s+Task:|@\s+0x[0-9a-f]+\s)"
     r"|^(?:(?!Error: ).)*Unable to initialize backend '[^']*':"
     r"(?!.*\((?:set JAX_PLATFORMS|you may need to uninstall))"
+    r"|the object has been modified; please apply your changes to the latest version"
+    r"|^\s*(?:ERROR\s+)?Reconciler error\s*$"
 )
 """Lines logged at INFO or DEBUG, source lines and native stack frames (``@ 0x7f... (unknown)``)
 shown in tracebacks, and JAX's backend probe
 (``Unable to initialize backend '<name>': ...`` logged, not raised: JAX tries every backend it
 knows and logs each one that fails at INFO; a raised one follows an exception name or ends with
-its ``(set JAX_PLATFORMS=...)`` advice): never classified."""
+its ``(set JAX_PLATFORMS=...)`` advice), and Kubernetes' update conflicts (``Operation cannot be
+fulfilled on ...: the object has been modified``: a controller re-reads the object and tries
+again by itself), and controller-runtime's bare ``Reconciler error`` (the words before its JSON
+fields, whose ``error`` is read on its own): never classified."""
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
 _QUOTED = re.compile(r"([\"'`])([^\"'`\s]{1,80})\1")
