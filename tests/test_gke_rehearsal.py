@@ -107,20 +107,21 @@ def test_rehearsal_fails_over_to_the_third_reservation_and_submits_in_its_zone(
     assert any(c[:4] == ["gcloud", "monitoring", "dashboards", "list"] for c in calls)
     (run_id,) = db.execute("SELECT id FROM runs").fetchone()
     gcloud = [" ".join(c[1:5]) for c in commands if c[0] == "gcloud"]
-    # Each gcloud call costs about half a second of start-up; the tool makes 15 and no more:
+    # Each gcloud call costs about half a second of start-up; the tool makes 14 and no more:
     # auth list, projects describe (the number xpk is given, asked beside the cluster),
     # clusters describe, node-pools list (the pools before the run), one reservations list for
     # all three, get-credentials (once, before the first kubectl), the workload policy described and
     # created once, node-pools create twice (exhausted, then made: its JSON answer says RUNNING,
-    # no describe after it), describe after the exhausted create; teardown: delete, describe,
-    # one list (policy users and the final check), policy delete. No xpk wait or delete: the
-    # workload's end is its JobSet's condition, and kubectl deletes it.
-    assert len(gcloud) <= 15, gcloud
+    # no describe after it), describe after the exhausted create; teardown: delete, one list
+    # (the pool gone, the policy's users and the final check), policy delete. No xpk wait or
+    # delete: the workload's end is its JobSet's condition, and kubectl deletes it.
+    assert len(gcloud) <= 14, gcloud
     assert gcloud.count("container clusters get-credentials demo-cluster") == 1
     assert gcloud.count("projects describe demo-project --format=value(projectNumber)") == 1
     assert gcloud.count("beta compute reservations list") == 1
     assert gcloud.count("compute resource-policies describe tpu7x-128-4x4x4-placement-policy") == 1
-    assert gcloud.count("container node-pools describe tpt-" + run_id[:8] + "-tpu7x-128") == 2
+    assert gcloud.count("container node-pools describe tpt-" + run_id[:8] + "-tpu7x-128") == 1
+    assert gcloud.count("container node-pools list --cluster=demo-cluster") == 2
     kubectl = [c for c in commands if c[0] == "kubectl"]
     context = "--context=gke_demo-project_us-central1_demo-cluster"
     assert kubectl and all(c[1] == context for c in kubectl)  # the context get-credentials made

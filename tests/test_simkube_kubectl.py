@@ -19,7 +19,7 @@ import yaml
 from tpu_trainer.fakecloud import init_state
 from tpu_trainer.fakecloud.scenario import parse_scenario
 from tpu_trainer.fakecloud.state import advance, clock, transaction
-from tpu_trainer.infra.kubectl import split_timestamp
+from tpu_trainer.infra.kubectl import split_prefix, split_timestamp, tails_argv
 from tpu_trainer.launchers.gke import kueue
 from tpu_trainer.plan.slices import Slice
 from tpu_trainer.simcloud.kube.kubeconfig import context_name, write_kubeconfig
@@ -331,6 +331,30 @@ def test_logs_timestamps_put_each_line_s_write_time_in_front_as_the_kubelet_does
         advance(s, 60.0)
     again = cluster.kubectl("logs", "worker-1", "-c", "jax-tpu", "--timestamps", "--tail=2")
     assert again.stdout == shown.stdout  # a line keeps the time it was written
+
+
+def test_one_logs_call_by_selector_gives_every_pods_last_lines_behind_its_name(
+    cluster: Cluster,
+) -> None:
+    for name in ("tails-0", "tails-1", "tails-2"):
+        pod = _pod(name)
+        pod["metadata"]["labels"] = {"tails": "yes"}
+        assert cluster.apply(pod).returncode == 0
+    state = cluster.server.state_path
+    for name in ("tails-0", "tails-2"):
+        append_log(state, "default", name, "jax-tpu", [f"{name} step 0", f"{name} step 1"])
+    shown = cluster.kubectl(*tails_argv("tails=yes", "jax-tpu", 1))
+    assert shown.returncode == 0, shown.stderr
+    got: dict[str, str] = {}
+    for line in shown.stdout.splitlines():
+        pod_name, rest = split_prefix(line)
+        assert pod_name is not None, line
+        got[pod_name] = split_timestamp(rest)[1]
+    assert got == {"tails-0": "tails-0 step 1", "tails-2": "tails-2 step 1"}
+    assert split_prefix("error: container jax-tpu is waiting to start") == (
+        None,
+        "error: container jax-tpu is waiting to start",
+    )
 
 
 def test_server_binds_loopback_and_stops_when_idle(tmp_path: Path) -> None:

@@ -197,6 +197,34 @@ class Kubectl:
         return self.argv(*args)
 
 
+def tails_argv(selector: str, container: str, tail: int) -> list[str]:
+    """The args of one ``kubectl logs`` that reads the last ``tail`` lines of every pod the
+    label ``selector`` picks (one after another, in one process), each line behind its time and
+    ``[pod/NAME/CONTAINER]`` (:func:`split_prefix`); a pod whose log cannot be read is skipped
+    (``--ignore-errors``) instead of ending the command."""
+    return [
+        "logs",
+        f"--selector={selector}",
+        f"--container={container}",
+        "--prefix",
+        "--ignore-errors",
+        "--timestamps",
+        f"--tail={tail}",
+    ]
+
+
+_PREFIX = re.compile(r"\[pod/([^/\]]+)/[^\]]*\] ?")
+
+
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """A ``kubectl logs --prefix`` line as (its pod's name, the rest); (None, line) without
+    the prefix (kubectl's own ``error:`` lines)."""
+    m = _PREFIX.match(line)
+    if m is None:
+        return None, line
+    return m.group(1), line[m.end() :]
+
+
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
 
 

@@ -3,16 +3,15 @@
 A fatal error in any log (out of memory, mesh, topology, StopIteration, a config error) ends
 the wait at once, so the run can be diagnosed and torn down within seconds instead of hours.
 The hang watchdog is fed worker 0's stream and the other hosts' new lines from each look at
-their last lines (one ``kubectl logs --tail --timestamps`` per pod, every 4 polls, and once more
-when the watchdog sees a hang, before it decides), each line at the time its log says it was
-written: it names the host that went quiet first.
+their last lines (one ``kubectl logs --selector --prefix --tail --timestamps`` for all the
+pods, every 4 polls, and once more when the watchdog sees a hang, before it decides), each line
+at the time its log says it was written: it names the host that went quiet first.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from tpu_trainer.app.live_steps import LiveSteps
 from tpu_trainer.app.watchdog import Hang
 from tpu_trainer.app.watchdog_run import LogWatch
 from tpu_trainer.frameworks.maxtext.log import parse_completed
-from tpu_trainer.infra.kubectl import Kubectl, split_timestamp
+from tpu_trainer.infra.kubectl import Kubectl, split_prefix, split_timestamp, tails_argv
 from tpu_trainer.infra.poll import SYSTEM_CLOCK, Clock, Pending, Tick, wait_until
 from tpu_trainer.infra.redact import Redactor
 from tpu_trainer.infra.runner import CommandFailed, CommandRunner
@@ -255,24 +254,25 @@ class Follower:
                 return
 
     def _scan_others(self, pods: list[PodView]) -> list[Match]:
-        """The last lines of every other host's log, read in parallel, checked for fatal errors."""
+        """The last lines of every other host's log, read by one ``kubectl logs`` for all the
+        workload's pods, each host's checked for fatal errors (the first host's, in order)."""
         if not pods:
             return []
-
-        def tail(pod: PodView) -> list[Match]:
-            argv = [
-                *self.kubectl.logs_argv(pod.name, pod.main_container, timestamps=True),
-                f"--tail={_OTHER_HOSTS_TAIL}",
-            ]
-            result = self.runner.run(argv, timeout=300)
-            stamped = result.stdout.splitlines()
+        lines: dict[str, list[str]] = {pod.name: [] for pod in pods}
+        argv = self.kubectl.argv(
+            *tails_argv(
+                f"{JOBSET_LABEL}={self.workload}", pods[0].main_container, _OTHER_HOSTS_TAIL
+            )
+        )
+        for line in self.runner.run(argv, timeout=300).stdout.splitlines():
+            name, rest = split_prefix(line)
+            if name in lines:
+                lines[name].append(rest)
+        for pod in pods:
+            stamped = lines[pod.name]
             if self.watch is not None:
                 self.watch.feed_tail(pod.host, stamped)
             matches = diagnose([split_timestamp(line)[1] for line in stamped])
-            return [m for m in matches if m.severity == "fatal"] if has_fatal(matches) else []
-
-        with ThreadPoolExecutor(max_workers=min(8, len(pods))) as pool:
-            for found in pool.map(tail, pods):
-                if found:
-                    return found
+            if has_fatal(matches):
+                return [m for m in matches if m.severity == "fatal"]
         return []

@@ -8,6 +8,7 @@ is checked with a describe: only a pool that is gone counts as deleted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tpu_trainer.app.display import Display
@@ -35,6 +36,10 @@ class PoolDeleted:
     problem: str = ""
 
 
+Look = Callable[[str, str, str], NodePool | None]
+"""How a pool (cluster, region, name) is looked at after its delete: None once it is gone."""
+
+
 @dataclass
 class PoolDeleter:
     gcloud: Gcloud
@@ -43,6 +48,9 @@ class PoolDeleter:
     wait_timeout_s: float = 4 * 3600.0
     verify_polls: int = 6
     clock: Clock = SYSTEM_CLOCK
+    look: Look | None = None
+    """None: a ``node-pools describe``. A teardown lists the cluster's pools instead, and asks
+    that list its later questions (a workload policy's users, what is left)."""
 
     def delete(self, cluster: str, region: str, name: str) -> PoolDeleted:
         """Delete ``name``; wait out its create first if GKE says it still runs."""
@@ -89,9 +97,10 @@ class PoolDeleter:
 
     def _verify(self, cluster: str, region: str, name: str) -> PoolDeleted:
         """After a delete that answered success: is the pool really gone?"""
+        look = self.look or self.gcloud.node_pool
         pool: NodePool | None = None
         for attempt in range(self.verify_polls):
-            pool = self.gcloud.node_pool(cluster, region, name)
+            pool = look(cluster, region, name)
             if pool is None:
                 return PoolDeleted(gone=True)
             if pool.status not in _GOING_STATES:

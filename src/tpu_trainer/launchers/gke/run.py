@@ -30,10 +30,10 @@ from tpu_trainer.app.watchdog_run import LogWatch, watchdog_settings
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import InputError
 from tpu_trainer.infra.runner import CommandFailed
-from tpu_trainer.infra.xpk import xpk_scratch
 from tpu_trainer.launch_path import LaunchPath
 from tpu_trainer.launchers.gke import kueue_setup
 from tpu_trainer.launchers.gke.provision import Provisioner
+from tpu_trainer.launchers.gke.submit_script import SubmitScript
 from tpu_trainer.launchers.gke.submitter import (
     SUBMITTER_KEY,
     OwnPolicy,
@@ -133,17 +133,26 @@ class GkeRun(Launcher):
         budget lasts: the same workload name (MaxText's ``run_name``) so MaxText restores its
         last checkpoint, on capacity found again through the same ordered reservations."""
         budgets = Budgets(self.auto_resume, self.error_retries)
-        while True:
-            zone = self._provision(self.plan, outcome)
-            self._configure(self.plan)
-            plan = self._scripts(self.plan.with_zone(zone))
-            self.book.begin(zone)
-            self._submit(plan, plan.files[1], zone, outcome)
-            end = self._follow(plan, zone)
-            if not budgets.allow(end):
-                break
-            self.book.carry_on(end, self.display, self._teardown())
-        self._results(plan, outcome)
+        script: SubmitScript | None = None
+        try:
+            while True:
+                zone = self._provision(self.plan, outcome)
+                self._configure(self.plan)
+                plan = self._scripts(self.plan.with_zone(zone))
+                self.book.begin(zone)
+                script = self._submit(plan, plan.files[1], zone, outcome)
+                end = self._follow(plan, zone)
+                if not budgets.allow(end):
+                    break
+                script.finish()
+                self.book.carry_on(end, self.display, self._teardown())
+            self._results(plan, outcome)
+        except BaseException:
+            if script is not None:
+                script.stop()
+            raise
+        if script is not None:
+            script.finish()  # before the teardown: the submit script has said all it will
 
     def resume(self) -> RunOutcome:
         """Pick up a run whose process died after submitting: follow its workload again, then
@@ -265,7 +274,9 @@ class GkeRun(Launcher):
         if recorded is not None:
             outcome.metrics, outcome.readme = recorded.metrics, recorded.readme
 
-    def _submit(self, plan: Plan, script: Path, zone: str, outcome: RunOutcome) -> None:
+    def _submit(self, plan: Plan, script: Path, zone: str, outcome: RunOutcome) -> SubmitScript:
+        """Run the submit script until the workload exists: the follow may start while the
+        script's last steps run (:class:`SubmitScript`; its ``finish`` waits for them)."""
         self.stages.start("submit")
         name, submitter = plan.workload_name, self._submitter
         config = self.config
@@ -281,19 +292,28 @@ class GkeRun(Launcher):
             detail={"zone": zone, SUBMITTER_KEY: submitter.name},
         )
         env = {**submitter.script_env(self._project_number), "WORKLOAD_NAME": name}
-        with xpk_scratch() as scratch:  # the script's xpk leaves its files there
-            result = self.svc.runner.run(
-                ["bash", str(script)], env={**env, **scratch}, timeout=1800
-            )
-        own.after_submit(policy_rid, plan.slice.workload_policy or "")
-        if not result.ok:
-            # xpk may fail after the JobSet exists: teardown asks the cluster and deletes it.
-            self.store.resource_state(rid, ResourceState.MAYBE, exit_code=result.code)
-            self.stages.done("submit", "failed", result.text()[-500:])
-            raise CommandFailed(result, fix=f"see the output of {script}")
-        self.store.resource_state(rid, ResourceState.CREATED)
-        outcome.workload = name
-        self.stages.done("submit", detail=name)
+        running = SubmitScript(
+            self.svc.runner,
+            script,
+            env,
+            lambda line: submitter.says_submitted(line, name),
+            self.display,
+        )
+        result = running.run()
+        try:
+            own.after_submit(policy_rid, plan.slice.workload_policy or "")
+            if result is not None and not result.ok:
+                # xpk may fail after the JobSet exists: teardown asks the cluster and deletes it
+                self.store.resource_state(rid, ResourceState.MAYBE, exit_code=result.code)
+                self.stages.done("submit", "failed", result.text()[-500:])
+                raise CommandFailed(result, fix=f"see the output of {script}")
+            self.store.resource_state(rid, ResourceState.CREATED)
+            outcome.workload = name
+            self.stages.done("submit", detail=name)
+        except BaseException:
+            running.stop()
+            raise
+        return running
 
     def _follow(self, plan: Plan, zone: str) -> SegmentOutcome:
         """Follow the workload to its end: how its segment ended."""

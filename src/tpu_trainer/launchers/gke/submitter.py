@@ -92,6 +92,12 @@ class Submitter(Protocol):
         """What the submit script needs in its environment to run this submitter."""
         ...
 
+    def says_submitted(self, line: str, workload: str) -> bool:
+        """Whether a line of the submit script's output says the workload now exists, so the
+        run may follow it while the script's last steps finish (False for every line: the
+        script's end says it)."""
+        ...
+
 
 @dataclass
 class JobSetSubmitter:
@@ -113,6 +119,10 @@ class JobSetSubmitter:
         found = wait_until(check, interval=self.poll_seconds, timeout=timeout_s, clock=self.clock)
         return WaitOutcome.TIMEOUT if isinstance(found, Expired) else found
 
+
+APPLIED_JOBSET = "jobset.jobset.x-k8s.io"
+"""How ``kubectl apply`` names a JobSet it applied (``<resource>.<group>/<name> <verb>``)."""
+APPLY_VERBS = ("created", "configured", "unchanged")
 
 XPK_NAMESPACE = "default"
 """The namespace xpk submits to: the one it makes current (``kubectl config set-context
@@ -144,6 +154,12 @@ class XpkSubmitter(JobSetSubmitter):
         found = self.xpk.script_env() if self.xpk is not None else {}
         return {**found, "PROJECT_NUMBER": project_number or ""}
 
+    def says_submitted(self, line: str, workload: str) -> bool:
+        """The line of the ``kubectl apply`` xpk streams (``jobset.jobset.x-k8s.io/NAME
+        created``). After it xpk still sleeps out the 10 s poll of that command and looks for
+        a monitoring dashboard before it exits."""
+        return line.strip() in {f"{APPLIED_JOBSET}/{workload} {verb}" for verb in APPLY_VERBS}
+
 
 def gcluster_cancel_argv(target: Target) -> list[str]:
     """``gcluster job cancel NAME`` (``cmd/job/cancel.go``: one argument, the flags of
@@ -172,6 +188,9 @@ class GclusterSubmitter(JobSetSubmitter):
 
     def script_env(self, project_number: str | None) -> dict[str, str]:  # noqa: ARG002
         return {}
+
+    def says_submitted(self, line: str, workload: str) -> bool:  # noqa: ARG002
+        return False  # the script's end says it
 
 
 def submitter_named(

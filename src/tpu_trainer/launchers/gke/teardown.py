@@ -12,7 +12,7 @@ from tpu_trainer.app.display import Display
 from tpu_trainer.app.outcome import TeardownReport
 from tpu_trainer.app.services import Services
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.infra.gcloud import Gcloud, is_not_found
+from tpu_trainer.infra.gcloud import Gcloud, NodePool, is_not_found
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import CommandResult
 from tpu_trainer.infra.xpk import Xpk
@@ -43,9 +43,9 @@ class Teardown:
     poll_seconds: float = field(default=10.0, kw_only=True)
     wait_timeout_s: float = field(default=4 * 3600.0, kw_only=True)
     """How long to wait for a node pool's create to finish before it can be deleted."""
-    _listed: dict[tuple[str, str], list[str]] = field(default_factory=dict, init=False)
-    """Node pools listed since the last delete, by (cluster, location): a policy's users and
-    the final check ask the same question once."""
+    _listed: dict[tuple[str, str], list[NodePool]] = field(default_factory=dict, init=False)
+    """Node pools listed since the last delete, by (cluster, location): the check that a pool
+    is gone, a policy's users and the final check ask the same question once."""
 
     @classmethod
     def of(cls, svc: Services, *, poll_seconds: float, dry_run: bool = False) -> Teardown:
@@ -134,7 +134,13 @@ class Teardown:
     def _delete_pool(self, res: Resource, report: TeardownReport) -> None:
         self._listed.clear()
         self._mark_deleting(res)
-        deleter = PoolDeleter(self.gcloud, self.display, self.poll_seconds, self.wait_timeout_s)
+        deleter = PoolDeleter(
+            self.gcloud,
+            self.display,
+            self.poll_seconds,
+            self.wait_timeout_s,
+            look=self._listed_pool,
+        )
         done = deleter.delete(res.cluster or "", res.location, res.name)
         label = f"{res.kind} {res.name}"
         if done.planned:
@@ -181,13 +187,23 @@ class Teardown:
         self._mark_deleting(res)
         self._settle(res, report, self.gcloud.delete_resource_policy(res.name, res.location))
 
+    def _list_pools(self, cluster: str, region: str) -> list[NodePool]:
+        """The cluster's pools, now; kept until the next delete for the questions after it."""
+        if (cluster, region) not in self._listed:
+            self._listed[(cluster, region)] = self.gcloud.node_pools(cluster, region)
+        return self._listed[(cluster, region)]
+
+    def _listed_pool(self, cluster: str, region: str, name: str) -> NodePool | None:
+        """A pool just deleted, looked for in a fresh list of the cluster's pools."""
+        self._listed.pop((cluster, region), None)
+        return next((p for p in self._list_pools(cluster, region) if p.name == name), None)
+
     def _policy_users(self, res: Resource) -> list[str]:
         run = self.store.run(res.run_id)
         cluster = res.cluster or (run.cluster if run else None)
         if not cluster:
             return []
-        pools = self.gcloud.node_pools(cluster, res.location)
-        self._listed[(cluster, res.location)] = [p.name for p in pools]
+        pools = self._list_pools(cluster, res.location)
         return [p.name for p in pools if p.placement_policy == res.name]
 
     def _owner_of_pool(self, pool: str) -> str | None:
@@ -208,9 +224,7 @@ class Teardown:
             return
         if self.dry_run:
             return
-        names = self._listed.get((run.cluster, run.region))
-        if names is None:
-            names = [p.name for p in self.gcloud.node_pools(run.cluster, run.region)]
+        names = [p.name for p in self._list_pools(run.cluster, run.region)]
         ours = {r.name for r in self.store.resources(run_id) if r.kind == "nodepool"}
         for name in names:
             if name in run.pools_before:
