@@ -436,6 +436,16 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "https://huggingface.co/acme/tiny-7b/resolve/main/config.json.",
         "HF_TOKEN",
     ),
+    "gcsfuse-sidecar-terminated": (
+        "rpc error: code = ResourceExhausted desc = the \"gke-gcsfuse-sidecar\" container "
+        "terminated due to Error, exit code: 1",
+        "kubectl logs <pod> -c gke-gcsfuse-sidecar --previous",
+    ),
+    "gcsfuse-volume-attribute": (
+        "rpc error: code = InvalidArgument desc = volume attribute skipCSIBucketAccessCheck only "
+        'accepts a valid bool value, got "yes"',
+        "volumeAttributes",
+    ),
 }
 
 
