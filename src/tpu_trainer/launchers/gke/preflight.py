@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_trainer.config.model import Config
 from tpu_trainer.errors import TpuTrainerError
-from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool
+from tpu_trainer.infra.gcloud import Cluster, Gcloud, NodePool, Reservation
 from tpu_trainer.infra.kubectl import Kubectl
 from tpu_trainer.infra.runner import LOGIN_FIX
 from tpu_trainer.launchers.gke.kueue import (
@@ -360,20 +360,40 @@ class Ready:
     cluster: Cluster
     project_number: str | None
     pools: list[NodePool]
+    reservations: list[Reservation | None] | None = None
+    """The configured reservations as they were found (``Gcloud.reservations``), for the
+    provisioner's survey; None when none are configured."""
+
+
+def _answer(
+    asked: Future[list[Reservation | None]] | None,
+) -> list[Reservation | None] | None:
+    """The reservations found, or None when the list failed: a run that reuses a pool needs
+    none, and one that creates asks again (and stops there, naming the problem)."""
+    if asked is None:
+        return None
+    try:
+        return asked.result()
+    except TpuTrainerError:
+        return None
 
 
 def before_create(plan: Plan, config: Config, gcloud: Gcloud) -> Ready:
     """What must hold before the first create call: gcloud credentials, the cluster, and for a
-    multi-slice run its prerequisites (the account, the cluster, its node pools and the
-    project's number are asked for at once). Raises :class:`NotReadyError` naming the fix."""
-    with ThreadPoolExecutor(max_workers=4) as pool:  # four questions, asked at once
+    multi-slice run its prerequisites (the account, the cluster, its node pools, the project's
+    number and the configured reservations are asked for at once). Raises
+    :class:`NotReadyError` naming the fix."""
+    refs = [(ref.name, ref.zone) for ref in config.reservations]
+    with ThreadPoolExecutor(max_workers=5) as pool:  # five questions, asked at once
         account = pool.submit(require_account, gcloud)
         number = pool.submit(gcloud.project_number)
         found = pool.submit(require_cluster, config, gcloud)
         listed = pool.submit(gcloud.node_pools, config.cluster_name, config.region)
+        surveyed = pool.submit(gcloud.reservations, refs) if refs else None
         account.result()  # without an account every answer is that: say so first
         cluster = found.result()  # no cluster: its pools cannot be listed either
         project_number, pools = number.result(), listed.result()
+        reservations = _answer(surveyed)
     if plan.num_slices > 1:
         failed = [c for c in multislice_checks(plan, cluster) if c.status is Level.FAIL]
         if failed:
@@ -384,4 +404,4 @@ def before_create(plan: Plan, config: Config, gcloud: Gcloud) -> Ready:
                 f"(nothing was created):\n{lines}",
                 fix=fixes,
             )
-    return Ready(cluster, project_number, pools)
+    return Ready(cluster, project_number, pools, reservations)

@@ -13,6 +13,7 @@ from tpu_trainer.infra.gcloud import (
     Cluster,
     Gcloud,
     NodePool,
+    Reservation,
     created_pool,
     is_already_exists,
 )
@@ -62,6 +63,9 @@ class Provisioner:
     """The workload policy is known to exist (asked or made once per run, not per attempt)."""
     project_number: str | None = None
     """Handed to xpk (``--project-number``), so it does not ask Resource Manager itself."""
+    reservations: list[Reservation | None] | None = None
+    """The configured reservations as the prerequisites found them (the first survey uses
+    them instead of asking again)."""
     kueue_ready: bool = False
     """Kueue was read while deciding on adapt and lacked nothing for the slice (nothing has
     changed it since: the configure stage need not read it again)."""
@@ -134,7 +138,9 @@ class Provisioner:
         """Ask for every configured reservation at once (one ``reservations list``): its zone,
         status, health and free hosts."""
         refs = self.config.reservations
-        found = self.gcloud.reservations([(ref.name, ref.zone) for ref in refs])
+        found, self.reservations = self.reservations, None  # asked for once: later, again
+        if found is None or len(found) != len(refs):
+            found = self.gcloud.reservations([(ref.name, ref.zone) for ref in refs])
         surveys = [
             Survey(ref.name, ref.zone, None, None, found=False)
             if res is None

@@ -224,6 +224,7 @@ class GkeRun(Launcher):
             cluster=ready.cluster,
             pools=ready.pools,
             project_number=ready.project_number,
+            reservations=ready.reservations,
             adapt_with_xpk=self._submitter.kueue.adapt_with_xpk,
         )
         try:
