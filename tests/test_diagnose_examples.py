@@ -436,6 +436,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "https://huggingface.co/acme/tiny-7b/resolve/main/config.json.",
         "HF_TOKEN",
     ),
+    "torch-rendezvous-timeout": (
+        "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. "
+        "7/8 clients joined.",
+        "MASTER_PORT",
+    ),
 }
 
 
