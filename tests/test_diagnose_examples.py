@@ -446,6 +446,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         'accepts a valid bool value, got "yes"',
         "volumeAttributes",
     ),
+    "torch-rendezvous-timeout": (
+        "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. "
+        "7/8 clients joined.",
+        "MASTER_PORT",
+    ),
 }
 
 
