@@ -437,7 +437,7 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "HF_TOKEN",
     ),
     "gcsfuse-sidecar-terminated": (
-        "rpc error: code = ResourceExhausted desc = the \"gke-gcsfuse-sidecar\" container "
+        'rpc error: code = ResourceExhausted desc = the "gke-gcsfuse-sidecar" container '
         "terminated due to Error, exit code: 1",
         "kubectl logs <pod> -c gke-gcsfuse-sidecar --previous",
     ),
