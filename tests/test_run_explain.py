@@ -16,9 +16,9 @@ AUTH = (
     "google.auth.exceptions.RefreshError: ('invalid_grant: Token has been expired or revoked.', "
     "{'error': 'invalid_grant'})"
 )
-QUOTA = (
-    "TPU request refused by the project limits: TPUS_PER_TPU_FAMILY allowance used up "
-    "(64 of 64) in region us-east5"
+QUOTA = (  # a wording no signature knows, well inside the quota family for the classifier
+    "TPU request refused: the project has used its whole TPUS_PER_TPU_FAMILY quota in region "
+    "us-east5 (limit 64)"
 )
 STEP = "I1124 00:05:01.1 1 metric_logger.py:265] completed step: 3, seconds: 0.2, loss: 10.9"
 HBM = "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm."
