@@ -34,7 +34,7 @@ class KubeRayStart:
     lang: str
     retries: tuple[int, int]
     """The preemptions it resumes after, and the transient errors it retries."""
-    poll_s: float = 10.0
+    poll_s: float = HEAD_POLL_S
     """``--poll``: the head's readiness is checked every 10 s and the job's status and log read
     every 5 s (``Deadlines.poll_s``), or every ``poll_s`` when that is shorter."""
 

@@ -66,7 +66,7 @@ def resume(
         finish(_resume_on_tpu_vm(setup, row, stored, plan, poll, lang, retries))
         return
     if row.launcher is LaunchPath.KUBERAY:
-        finish(_resume_on_kuberay(setup, row, plan, (lang, poll), retries))
+        finish(_resume_on_kuberay(setup, row, plan, lang, retries, poll))
         return
     run = GkeRun(
         setup.services,
@@ -128,7 +128,7 @@ def _resume_on_tpu_vm(
 
 
 def _resume_on_kuberay(
-    setup: Setup, row: RunRow, plan: Plan, lang_poll: tuple[str, float], retries: tuple[int, int]
+    setup: Setup, row: RunRow, plan: Plan, lang: str, retries: tuple[int, int], poll: float
 ) -> RunOutcome:
     """A KubeRay run's job followed again, or its next segment, with the image its RayCluster
     was made with (kept in the run's ``raycluster.yaml``)."""
@@ -144,7 +144,6 @@ def _resume_on_kuberay(
             f"run {row.id} has no RayCluster manifest with an image ({kept})",
             fix="train it again with --backend kuberay --ray-image IMAGE",
         )
-    lang, poll = lang_poll
     start = KubeRayStart(services, row.id, plan, row.request, image, lang, retries, poll)
     return run_on_kuberay(start, setup.rehearsal, resume=True)
 

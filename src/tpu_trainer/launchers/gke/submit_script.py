@@ -51,7 +51,7 @@ class SubmitScript:
             running.stop()
             self._scratch.close()
             raise
-        if result is None or running.said_enough:
+        if running.said_enough:  # whether the script still runs or has ended since
             self._running = running
             return None
         self._scratch.close()
