@@ -28,6 +28,7 @@ from tpu_trainer.plan.diagnose_classify import (
     packaged,
     reads_as_error,
     train,
+    training_examples,
 )
 from tpu_trainer.plan.diagnose_score import load_corpus, load_service_formats
 
@@ -303,3 +304,58 @@ signatures:
         load_catalog(doc)
     with pytest.raises(CatalogError, match="unknown keys colour"):
         load_catalog(doc.replace('classify_requires: "quota("', "colour: red"))
+
+
+def _window_model() -> Classifier:
+    """A model that knows one family's words (``zorble``, ``fizz``) and nothing of the words of
+    the error lines below, so those lines are unsure alone."""
+    model = train([("quota", "zorble fizz quota"), (NONE, "glarb warning")], min_documents=1)
+    return Classifier(model, requires={})
+
+
+REFUSED = "request refused by the frobnicator"
+
+
+@pytest.mark.parametrize(
+    ("lines", "line"),
+    [
+        (["zorble fizz happened before", REFUSED, "done"], 2),
+        ([REFUSED, "zorble fizz came after"], 1),
+        ([REFUSED, "one", "zorble fizz, two lines after"], 1),
+    ],
+)
+def test_unit_a_line_unsure_alone_is_classified_with_the_lines_around_it(
+    lines: list[str], line: int
+) -> None:
+    assert _window_model().verdict(REFUSED) is None
+    (match,) = diagnose(lines, classifier=_window_model())
+    assert (match.family, match.line) == ("quota", line)
+    assert REFUSED in match.excerpt and "zorble" not in match.excerpt
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [REFUSED, "one", "two", "zorble fizz, three lines after"],
+        ["I0301 12:00:00.000 x.py:1] zorble fizz logged at INFO", REFUSED],
+        ['  File "train.py", line 3, in <module> zorble fizz', REFUSED],
+    ],
+)
+def test_unit_a_window_holds_only_nearby_lines_of_the_run_not_info_or_source(
+    lines: list[str],
+) -> None:
+    assert diagnose(lines, classifier=_window_model()) == []
+
+
+def test_unit_a_near_miss_is_learned_alone_and_with_the_lines_around_it() -> None:
+    text = "Last State: Terminated\nReason: Error\nExit Code: 0\nReady: True"
+    examples = training_examples([(NONE, text), ("quota", "quota exceeded")])
+    assert (NONE, "Reason: Error") in examples
+    assert (NONE, "Last State: Terminated\nReason: Error\nExit Code: 0\nReady: True") in examples
+    assert ("quota", "quota exceeded") in examples
+
+
+def test_unit_exit_codes_and_http_statuses_stay_features_other_numbers_do_not() -> None:
+    assert features("container exited with code 137") != features("container exited with code 1")
+    assert features("HTTP 403 from the server") != features("HTTP 404 from the server")
+    assert features("step 1370 of 2000") == features("step 9 of 12")

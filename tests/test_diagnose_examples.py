@@ -451,6 +451,29 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "7/8 clients joined.",
         "MASTER_PORT",
     ),
+    "xpk-manifest-yaml": (
+        "error: error parsing /tmp/tmpw1k2ab9c: error converting YAML to JSON: yaml: line 52: "
+        "mapping values are not allowed in this context",
+        "--env-file",
+    ),
+    "gcluster-version-changed": (
+        'Error: gcluster_version has changed from "v1.40.0" to "v1.41.2", using different '
+        "versions of gcluster to update a live deployment is not officially supported",
+        "v1.40.0",
+    ),
+    "autoscaler-limits-reached": (
+        'all available instance types exceed limits for nodepool "tpu-pool"',
+        "--max-nodes",
+    ),
+    "kubectl-manifest-yaml": (
+        "error: error parsing jobset.yaml: error converting YAML to JSON: yaml: line 7: did not "
+        "find expected key",
+        "kubectl apply --dry-run=client",
+    ),
+    "io-error-on-mount": (
+        "OSError: [Errno 5] Input/output error: '/gcs/train/shard-00003.array_record'",
+        "gke-gcsfuse-sidecar",
+    ),
 }
 
 

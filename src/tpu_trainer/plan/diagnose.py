@@ -11,7 +11,8 @@ line first (the first error usually caused the ones after it), then the most spe
 line (a message before the reasons it lists), then catalog order.
 
 A line that reads as an error but matches no signature is given to the family classifier
-(:mod:`tpu_trainer.plan.diagnose_classify`); its verdicts are family-level matches
+(:mod:`tpu_trainer.plan.diagnose_classify`), and one it is unsure of alone is given again with
+the two lines before and after it; its verdicts are family-level matches
 (``<family>-classified``, specificity 0, severity warning: they never stop a run), reported
 only when no fatal signature matched (a known fatal error explains the failure; a guess would
 only add noise), after every signature match, most confident first, and only for families no
@@ -48,8 +49,10 @@ MAX_LINE_CHARS = 200_000
 """Longer lines are cut before matching (MaxText's config error lists ~800 keys on one line)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_CONTINUATION = re.compile(r"[ \t]+\S|\(\d+\) |- ")
-"""A line that continues a message: indented, or an item of a list (``(1) ...``, ``- ...``)."""
+_CONTINUATION = re.compile(r"[ \t]+\S|\(\d+\) |- |\[\w")
+"""A line that continues a message: indented, or an item of a list (``(1) ...``, ``- ...``), or
+the start of a list of reasons (``[maximum cpu usage per Pod is 2, ...``: Kubernetes prints an
+aggregate of errors in brackets)."""
 _SEVERITY_ORDER: Mapping[str, int] = {"fatal": 0, "warning": 1}
 
 
@@ -144,6 +147,8 @@ class _Scan:
         join with the line before, holds a needle (a line without any is kept as is, and asked
         about if the line after it needs to be joined to it)."""
         low = text.lower()
+        if self.classified is not None:
+            self.classified.see(text)
         candidates = self._candidates(low)
         if not candidates and not self.prev_candidates:
             self._shift(number, text, low, candidates, set(), unsure=True)

@@ -40,11 +40,18 @@ NONE = "none"
 """The class of lines that read as errors but belong to no family."""
 MODEL_FILE = "error_classifier.json"
 """The model's file name inside ``tpu_trainer.catalog``."""
+CONTEXT = 2
+"""Lines before and after an error line that its window holds: a line the classifier is unsure
+of alone is classified again with them (a traceback's or a status block's words around it)."""
 CHAR_GRAMS = (3, 4, 5)
 """Lengths of the character n-grams taken inside each word."""
-THRESHOLD = 0.5
+THRESHOLD = 0.4
 """Lowest confidence of a verdict (chosen by the grouped cross-validation of
 ``bench/diagnose_corpus.py --cross-validate``)."""
+WINDOW_THRESHOLD = 0.55
+"""Lowest confidence of a verdict on a window (a line unsure alone, with the lines around it):
+their words are not all the error's, so a window must be surer (the same cross-validation: as
+many errors right as at the line's threshold, fewer healthy windows put in a family)."""
 
 _STEMS = (
     "error", "exception", "fatal", "fail", "denied", "forbidden", "refused", "unable", "cannot",
@@ -90,6 +97,7 @@ _NOT_ERROR = re.compile(
     r"(?!.*\((?:set JAX_PLATFORMS|you may need to uninstall))"
     r"|the object has been modified; please apply your changes to the latest version"
     r"|^\s*(?:ERROR\s+)?Reconciler error\s*$"
+    r"|^\s*(?-i:[A-Z][A-Z-]*)(?:\s{2,}(?-i:[A-Z][A-Z-]*))+\s*$"
 )
 """Lines logged at INFO or DEBUG, source lines and native stack frames (``@ 0x7f... (unknown)``)
 shown in tracebacks, and JAX's backend probe
@@ -98,13 +106,18 @@ knows and logs each one that fails at INFO; a raised one follows an exception na
 its ``(set JAX_PLATFORMS=...)`` advice), and Kubernetes' update conflicts (``Operation cannot be
 fulfilled on ...: the object has been modified``: a controller re-reads the object and tries
 again by itself), and controller-runtime's bare ``Reconciler error`` (the words before its JSON
-fields, whose ``error`` is read on its own): never classified."""
+fields, whose ``error`` is read on its own), and a table's header of upper-case column names
+(``NAME  STATUS  MESSAGE  ERROR``): never classified."""
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
 _QUOTED = re.compile(r"([\"'`])([^\"'`\s]{1,80})\1")
 _PATH = re.compile(r"(?:[\w.@:-]*/){2,}[\w.@:-]*")
 _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b")
 _NUMBER = re.compile(r"\d+")
+_TELLING_NUMBER = re.compile(r"(?<![\w.])(?:13[79]|143|40[0-49]|409|429|50[0-4])(?![\w.])")
+"""Numbers that tell a failure apart: exit codes of a killed process (137 SIGKILL, 139 SIGSEGV,
+143 SIGTERM) and HTTP statuses (400-404, 409, 429, 500-504)."""
+_DIGIT_LETTERS = str.maketrans("0123456789", "abcdefghij")
 _WORD = re.compile(r"[a-z][a-z_]+")
 
 
@@ -120,13 +133,27 @@ def reads_as_error(line: str, low: str | None = None) -> bool:
     return _NOT_ERROR.search(line) is None
 
 
+def context_line(line: str) -> bool:
+    """Whether ``line`` may join an error line's window: any line but those never classified
+    (logged at INFO or DEBUG, a traceback's source line, JAX's backend probe...), whose words
+    belong to a healthy run."""
+    return _LOGGED_INFO.match(line) is None and _NOT_ERROR.search(line) is None
+
+
 def normalise(text: str) -> str:
     """``text`` lower-cased, with URLs, quoted names, paths, hexadecimal ids and numbers
-    replaced by placeholders (``url``, ``name``, ``path``, ``0``)."""
+    replaced by placeholders (``url``, ``name``, ``path``, ``0``), except the numbers that tell
+    a failure apart (exit codes, HTTP statuses), spelled as words."""
     text = _URL.sub(" url ", text.lower())
     text = _QUOTED.sub(" name ", text)
     text = _PATH.sub(" path ", text)
+    text = _TELLING_NUMBER.sub(_number_word, text)
     return _NUMBER.sub("0", _HEX.sub(" 0 ", text))
+
+
+def _number_word(m: re.Match[str]) -> str:
+    """A telling number as a word of letters (``137`` → ``n_bdh``), so it is a feature."""
+    return f" n_{m.group(0).translate(_DIGIT_LETTERS)} "
 
 
 def features(text: str) -> frozenset[str]:
@@ -200,7 +227,7 @@ def train(
     min_documents: int = 2,
     epochs: int = 5,
     rate: float = 0.5,
-    decay: float = 3e-3,
+    decay: float = 1e-3,
     threshold: float = THRESHOLD,
 ) -> Model:
     """A model from ``(class, text)`` examples: ``epochs`` passes of stochastic gradient
@@ -285,16 +312,37 @@ def _softmax(scores: Sequence[float]) -> list[float]:
     return [e / total for e in exps]
 
 
-def training_examples(texts: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+def window_of(lines: Sequence[str], i: int, context: int = CONTEXT) -> str:
+    """Line ``i`` of ``lines`` with the lines within ``context`` before and after it that may
+    join a window (:func:`context_line`), as one text."""
+    start = max(0, i - context)
+    return "\n".join(
+        line
+        for j, line in enumerate(lines[start : i + context + 1], start)
+        if j == i or context_line(line)
+    )
+
+
+def training_examples(
+    texts: Iterable[tuple[str, str]], context: int = CONTEXT
+) -> list[tuple[str, str]]:
     """``(family, text)`` pairs of a corpus as training examples: an error's whole text under
     its family, and each line of a near-miss (family :data:`NONE`) that reads as an error under
-    :data:`NONE` (its other lines are never classified)."""
+    :data:`NONE` (its other lines are never classified), alone and with the ``context`` lines
+    before and after it (the window it is classified in when unsure alone)."""
     examples: list[tuple[str, str]] = []
     for family, text in texts:
         if family != NONE:
             examples.append((family, text))
             continue
-        examples.extend((NONE, line) for line in text.splitlines() if reads_as_error(line))
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if not reads_as_error(line):
+                continue
+            examples.append((NONE, line))
+            window = window_of(lines, i, context)
+            if window != line:
+                examples.append((NONE, window))
     return examples
 
 
@@ -321,12 +369,13 @@ class Classifier:
         best = max(range(len(chances)), key=chances.__getitem__)
         return Verdict(family=self.model.classes[best], confidence=chances[best])
 
-    def classify(self, line: str) -> Verdict | None:
+    def classify(self, line: str, threshold: float | None = None) -> Verdict | None:
         """The family of ``line`` when its most likely class is a family with a confidence at
-        the model's threshold or above and the line holds what the family requires; None
-        otherwise (``none``, unsure, nothing known, another field's wording)."""
+        ``threshold`` (by default the model's) or above and the line holds what the family
+        requires; None otherwise (``none``, unsure, nothing known, another field's wording)."""
         found = self.verdict(line)
-        if found is None or found.family == NONE or found.confidence < self.model.threshold:
+        least = self.model.threshold if threshold is None else threshold
+        if found is None or found.family == NONE or found.confidence < least:
             return None
         needed = self.requires.get(found.family)
         if needed is not None and needed.search(line) is None:
@@ -342,9 +391,14 @@ def packaged() -> Classifier:
 
 
 def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None:
-    """The most confident family verdict among ``lines`` that read as errors (the classifier
-    alone, without signatures: how the benchmark measures it)."""
-    verdicts = [classifier.classify(line) for line in lines if reads_as_error(line)]
+    """The most confident family verdict among ``lines`` that read as errors, each alone or,
+    when unsure alone, in its window (the classifier without signatures: how the benchmark
+    measures it)."""
+    verdicts = [
+        classifier.classify(line) or classifier.classify(window_of(lines, i), WINDOW_THRESHOLD)
+        for i, line in enumerate(lines)
+        if reads_as_error(line)
+    ]
     found = [v for v in verdicts if v is not None]
     return max(found, key=lambda v: v.confidence) if found else None
 

@@ -3,17 +3,38 @@ family (:mod:`tpu_trainer.plan.diagnose_classify`), with the family's generic ca
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from tpu_trainer.catalog.error_signatures import Family
-from tpu_trainer.plan.diagnose_classify import Classifier, Verdict, line_fields, packaged
+from tpu_trainer.plan.diagnose_classify import (
+    CONTEXT,
+    WINDOW_THRESHOLD,
+    Classifier,
+    Verdict,
+    context_line,
+    line_fields,
+    packaged,
+)
 from tpu_trainer.plan.diagnose_match import Match, excerpt, fill
 
 CLASSIFIED_SOURCE = "family classifier (catalog/error_classifier.json)"
 """The ``source`` of a family-level match."""
 BY_WORDING = " (by its wording)"
 """What a family-level match's title adds to its family's title."""
+
+
+@dataclass(slots=True)
+class _Window:
+    """An error line the classifier was unsure of alone, and the lines around it so far (the
+    :data:`CONTEXT` lines before and after it that may join a window)."""
+
+    number: int
+    line: str
+    lines: list[str]
+    after: int = field(default=CONTEXT)
+    """Lines after it still to come."""
 
 
 class Classified:
@@ -27,13 +48,53 @@ class Classified:
         self.families = {f.id: f for f in families}
         self.best: dict[str, Match] = {}
         self.counts: dict[str, int] = {}
+        self.recent: deque[str] = deque(maxlen=CONTEXT + 1)
+        """The last lines seen, this one included."""
+        self.open: list[_Window] = []
+        """Windows still waiting for their lines after."""
+
+    def see(self, text: str) -> None:
+        """Every logical line of the scan, before it is fed: it joins the recent lines, and
+        the windows still open if it may (:func:`context_line`); a window whose lines after
+        have all come is classified."""
+        self.recent.append(text)
+        if not self.open:
+            return
+        joins = context_line(text)
+        waiting = []
+        for window in self.open:
+            if joins:
+                window.lines.append(text)
+            window.after -= 1
+            if window.after:
+                waiting.append(window)
+            else:
+                self._judge(window)
+        self.open = waiting
 
     def feed(self, number: int, text: str) -> None:
-        """Classify line ``number``: one that reads as an error and no signature matched."""
+        """Classify line ``number``: one that reads as an error and no signature matched. A
+        line the classifier is unsure of alone is classified again with the lines around it
+        once they have come."""
+        verdict = self._classifier().classify(text)
+        if verdict is None:
+            before = [line for line in list(self.recent)[:-1] if context_line(line)]
+            self.open.append(_Window(number, text, [*before, text]))
+            return
+        self._count(verdict, number, text)
+
+    def _classifier(self) -> Classifier:
         if self.classifier is None:
             self.classifier = packaged()
-        verdict = self.classifier.classify(text)
-        if verdict is None or verdict.family not in self.families:
+        return self.classifier
+
+    def _judge(self, window: _Window) -> None:
+        verdict = self._classifier().classify("\n".join(window.lines), WINDOW_THRESHOLD)
+        if verdict is not None:
+            self._count(verdict, window.number, window.line)
+
+    def _count(self, verdict: Verdict, number: int, text: str) -> None:
+        if verdict.family not in self.families:
             return
         family = verdict.family
         self.counts[family] = self.counts.get(family, 0) + 1
@@ -42,7 +103,11 @@ class Classified:
             self.best[family] = _classified(self.families[family], verdict, number, text)
 
     def result(self, explained: set[str]) -> list[Match]:
-        """The families no signature found (``explained``), most confident first."""
+        """The families no signature found (``explained``), most confident first (the windows
+        still open are classified with the lines they have)."""
+        for window in self.open:
+            self._judge(window)
+        self.open = []
         found = [m for family, m in self.best.items() if family not in explained]
         found.sort(key=lambda m: (-(m.confidence or 0.0), m.line, m.family))
         return [replace(m, count=self.counts[m.family]) for m in found]
