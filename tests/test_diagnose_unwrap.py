@@ -125,3 +125,29 @@ def test_unit_a_follower_reads_wrapped_lines_as_diagnose_does() -> None:
     for line in [STEP, "(TrainWorker pid=7, ip=10.0.0.2) " + HBM]:
         scanner.feed(line)
     assert [(m.family, m.line) for m in scanner.fatal] == [("out-of-memory", 2)]
+
+
+def test_unit_a_yaml_message_reads_as_it_was_written() -> None:
+    """kubectl's ``-o yaml`` doubles the apostrophe of a single-quoted message and folds a long
+    one onto an indented line: both read as the message Kueue wrote."""
+    assert unwrap("    message: 'Can''t admit new workloads: FlavorNotFound'") == (
+        "    message: 'Can't admit new workloads: FlavorNotFound'",
+    )
+    lines = [
+        "status:",
+        "  conditions:",
+        "  - message: 'couldn''t assign flavors to pod set main: insufficient quota for cpu",
+        "      in flavor default-flavor in ClusterQueue'",
+        "    reason: Pending",
+    ]
+    first = diagnose(lines)[0]
+    assert (first.signature, first.line) == ("kueue-tpu-quota", 3)
+    assert "cpu in flavor default-flavor" in first.cause
+
+
+def test_unit_a_command_line_after_a_shell_prompt_is_not_read() -> None:
+    table = "NAME          ACCEPTED   PROVISIONED   FAILED   AGE"
+    assert (
+        diagnose(["$ kubectl get provisioningrequest", table, "req-1   True   False   False   22s"])
+        == []
+    )

@@ -53,6 +53,8 @@ _CONTINUATION = re.compile(r"[ \t]+\S|\(\d+\) |- |\[\w")
 """A line that continues a message: indented, or an item of a list (``(1) ...``, ``- ...``), or
 the start of a list of reasons (``[maximum cpu usage per Pod is 2, ...``: Kubernetes prints an
 aggregate of errors in brackets)."""
+_YAML_KEY = re.compile(r"\s*(?:- )?[\w.-]+:\s*$")
+"""A line that only opens a YAML block (``status:``, ``- conditions:``)."""
 _SEVERITY_ORDER: Mapping[str, int] = {"fatal": 0, "warning": 1}
 
 
@@ -179,12 +181,14 @@ class _Scan:
         self._shift(number, text, low, candidates, set(found), unsure=False)
 
     def _continues(self, text: str) -> bool:
-        """Whether ``text`` continues the line before: that line ends with a colon and this one
+        """Whether ``text`` continues the line before: that line ends with a colon (and is not
+        a bare YAML key, ``conditions:``, whose block holds messages of their own) and this one
         is indented or starts with an item marker (``(1)``, ``-``)."""
         return (
             bool(self.prev)
             and self.prev.rstrip().endswith(":")
             and _CONTINUATION.match(text) is not None
+            and _YAML_KEY.match(self.prev) is None
         )
 
     def _classify(self, number: int, text: str, low: str, *, unsure: bool) -> None:
@@ -369,8 +373,11 @@ def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None
 
 
 def _across(sig: Signature, prev: str, text: str) -> tuple[int, str, re.Match[str]] | None:
-    """A match of ``sig`` in ``prev`` + space + ``text`` that uses both lines."""
-    joined = f"{prev} {text}"
+    """A match of ``sig`` in ``prev`` + space + ``text`` that uses both lines (the space
+    between them as one: a message folded onto an indented line, as YAML and Terraform fold
+    long strings, reads as it was written)."""
+    prev = prev.rstrip()
+    joined = f"{prev} {text.lstrip()}"
     for pattern in sig.patterns:
         m = pattern.search(joined)
         if m is not None and m.start() < len(prev) < m.end():

@@ -382,6 +382,12 @@ class Classifier:
             return None
         return found
 
+    def healthy(self, line: str) -> bool:
+        """Whether the most likely class of ``line`` is :data:`NONE` (a line that reads as an
+        error but most likely belongs to a healthy run: its window is not asked)."""
+        found = self.verdict(line)
+        return found is not None and found.family == NONE
+
 
 @functools.cache
 def packaged() -> Classifier:
@@ -392,10 +398,15 @@ def packaged() -> Classifier:
 
 def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None:
     """The most confident family verdict among ``lines`` that read as errors, each alone or,
-    when unsure alone, in its window (the classifier without signatures: how the benchmark
-    measures it)."""
+    when unsure alone and not most likely healthy, in its window (the classifier without
+    signatures: how the benchmark measures it)."""
     verdicts = [
-        classifier.classify(line) or classifier.classify(window_of(lines, i), WINDOW_THRESHOLD)
+        classifier.classify(line)
+        or (
+            None
+            if classifier.healthy(line)
+            else classifier.classify(window_of(lines, i), WINDOW_THRESHOLD)
+        )
         for i, line in enumerate(lines)
         if reads_as_error(line)
     ]

@@ -74,10 +74,14 @@ class Classified:
 
     def feed(self, number: int, text: str) -> None:
         """Classify line ``number``: one that reads as an error and no signature matched. A
-        line the classifier is unsure of alone is classified again with the lines around it
+        line the classifier is unsure of alone (a family below the threshold, or no word it
+        knows; not a line most likely healthy) is classified again with the lines around it
         once they have come."""
-        verdict = self._classifier().classify(text)
+        classifier = self._classifier()
+        verdict = classifier.classify(text)
         if verdict is None:
+            if classifier.healthy(text):
+                return
             before = [line for line in list(self.recent)[:-1] if context_line(line)]
             self.open.append(_Window(number, text, [*before, text]))
             return

@@ -33,6 +33,9 @@ _MESSAGE_KEYS = frozenset(
 )
 """The keys of a JSON log or error body whose values are the message (klog, zap, logrus in
 JSON, controller-runtime, Cloud Logging entries, Google API error bodies)."""
+_YAML_APOSTROPHE = re.compile(r"(?<=\w)''(?=\w)")
+"""An apostrophe inside a word doubled, as YAML writes it in a single-quoted string (kubectl's
+``-o yaml``: ``message: 'couldn''t assign flavors ...'``)."""
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))")
 _SIMPLE = {"n": "\n", "t": " ", "r": "", "b": "", "f": ""}
 _MONTH = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
@@ -70,6 +73,8 @@ def unwrap(line: str) -> tuple[str, ...]:
     Python repr, a JSON string in a wrapper) unescaped and split at the line breaks it held;
     any other line as it is. Blank pieces are dropped; at least one line is returned."""
     line = _strip(line)
+    if "''" in line:
+        line = _YAML_APOSTROPHE.sub("'", line)
     fields = _json_fields(line) if '{"' in line else None
     if fields is not None:
         return (line, *_pieces("\n".join(fields)))
