@@ -310,3 +310,23 @@ def test_unit_clean_line_strips_ansi_and_line_endings() -> None:
 )
 def test_unit_parse_size(text: str, expected: float | None) -> None:
     assert parse_size(text) == expected
+
+
+def test_unit_within_one_message_its_reason_ranks_before_the_wrapper_state() -> None:
+    wrapper = (
+        'Error reading NodePool "tpu" from cluster "train": Nodepool "tpu" has status '
+        '"RUNNING_WITH_ERROR" with message "us-east5-b: Deploy error: '
+    )
+    reason = (
+        "Not all instances running in IGM after 45s. Expect 4. Current errors: "
+        "[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: Instance 'gke-train-tpu-1' creation failed"
+    )
+    assert [m.family for m in diagnose([wrapper, reason])][:2] == [
+        "capacity-reservation",
+        "nodepool-config",
+    ]
+    # Apart, they are two messages: the earlier one first.
+    assert [m.family for m in diagnose([wrapper, "step 7", reason])][:2] == [
+        "nodepool-config",
+        "capacity-reservation",
+    ]

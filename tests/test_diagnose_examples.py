@@ -465,6 +465,11 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         'all available instance types exceed limits for nodepool "tpu-pool"',
         "--max-nodes",
     ),
+    "kubectl-no-cluster": (
+        "The connection to the server localhost:8080 was refused - did you specify the right "
+        "host or port?",
+        "gcloud container clusters get-credentials",
+    ),
     "kubectl-manifest-yaml": (
         "error: error parsing jobset.yaml: error converting YAML to JSON: yaml: line 7: did not "
         "find expected key",

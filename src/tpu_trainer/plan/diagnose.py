@@ -6,9 +6,11 @@ current one (to catch a message wrapped over two lines, as tracebacks and event 
 one entry per signature found, so a log of any size is scanned in constant memory.
 
 Ranking: fatal matches before warnings (a warning did not stop the run); among them the earliest
-line first (the first error usually caused the ones after it), then the most specific signature
-(an exact message before a family's generic wording), then the match that starts first on the
-line (a message before the reasons it lists), then catalog order.
+message first (the first error usually caused the ones after it: matches on neighbouring lines
+are one message, a wrapper and the reason printed under it), then the most specific signature
+(an exact message before a family's generic wording: within a message, its reason before the
+wrapper's state), then the earliest line, then the match that starts first on the line (a
+message before the reasons it lists), then catalog order.
 
 A line that reads as an error but matches no signature is given to the family classifier
 (:mod:`tpu_trainer.plan.diagnose_classify`), and one it is unsure of alone is given again with
@@ -233,14 +235,17 @@ class _Scan:
         return {i for i in found if i not in keep or sigs[i].specificity < best[sigs[i].family]}
 
     def result(self) -> list[Match]:
-        """The matches with their counts, ranked: fatal first, then by first line, then the
-        most specific, then by column, then catalog order."""
+        """The matches with their counts, ranked: fatal first, then by message (a run of
+        neighbouring matched lines), then the most specific, then by first line, then by
+        column, then catalog order."""
+        message = _messages(m.line for m in self.first.values())
         ranked = sorted(
             self.first.items(),
             key=lambda item: (
                 _SEVERITY_ORDER[item[1].severity],
-                item[1].line,
+                message[item[1].line],
                 -item[1].specificity,
+                item[1].line,
                 item[1].column,
                 item[0],
             ),
@@ -370,6 +375,19 @@ def _explains(cause: Signature, sig: Signature) -> bool:
 def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None:
     m = sig.search(text)
     return None if m is None else (0, text, m)
+
+
+def _messages(lines: Iterable[int]) -> dict[int, int]:
+    """Per matched line, the first line of its message: the run of matched lines it belongs
+    to, each next to the one before."""
+    first: dict[int, int] = {}
+    before = start = -1
+    for line in sorted(set(lines)):
+        if line != before + 1:
+            start = line
+        first[line] = start
+        before = line
+    return first
 
 
 def _across(sig: Signature, prev: str, text: str) -> tuple[int, str, re.Match[str]] | None:
