@@ -2,8 +2,9 @@
 values the match extracted.
 
 Pure and streaming: :func:`diagnose` reads its lines once, keeps only the line before the
-current one (to catch a message wrapped over two lines, as tracebacks and event tables do) and
-one entry per signature found, so a log of any size is scanned in constant memory.
+current one (to catch a message wrapped over two lines, as tracebacks and event tables do), one
+entry per signature found and, for the family classifier, the last lines and the few windows
+waiting for their lines after, so a log of any size is scanned in constant memory.
 
 Ranking: fatal matches before warnings (a warning did not stop the run); among them the earliest
 message first (the first error usually caused the ones after it: matches on neighbouring lines
