@@ -151,3 +151,13 @@ def test_unit_a_command_line_after_a_shell_prompt_is_not_read() -> None:
         diagnose(["$ kubectl get provisioningrequest", table, "req-1   True   False   False   22s"])
         == []
     )
+
+
+def test_unit_a_bracketed_prefix_does_not_continue_the_line_before() -> None:
+    """``[XPK]``, torch's ``[rank0]:`` and a bracketed timestamp start lines of their own; only a
+    bracketed list of reasons continues a wrapper line ending in a colon."""
+    wrapper = 'Error from server (Forbidden): pods "trainer-0" is forbidden:'
+    listed = diagnose([STEP, wrapper, "[maximum cpu usage per Pod is 2, but limit is 4]"])
+    assert (listed[0].family, listed[0].line) == ("quota", 2)
+    prefixed = diagnose([STEP, "[rank0]: Traceback (most recent call last):", f"[rank0]: {HBM}"])
+    assert (prefixed[0].family, prefixed[0].line) == ("out-of-memory", 3)

@@ -52,10 +52,11 @@ MAX_LINE_CHARS = 200_000
 """Longer lines are cut before matching (MaxText's config error lists ~800 keys on one line)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_CONTINUATION = re.compile(r"[ \t]+\S|\(\d+\) |- |\[\w")
+_CONTINUATION = re.compile(r"[ \t]+\S|\(\d+\) |- |\[(?!rank\d)[a-z]")
 """A line that continues a message: indented, or an item of a list (``(1) ...``, ``- ...``), or
 the start of a list of reasons (``[maximum cpu usage per Pod is 2, ...``: Kubernetes prints an
-aggregate of errors in brackets)."""
+aggregate of errors in brackets; not a prefix such as ``[XPK]``, ``[W503 ...]``, a timestamp or
+torch's ``[rank0]:``)."""
 _YAML_KEY = re.compile(r"\s*(?:- )?[\w.-]+:\s*$")
 """A line that only opens a YAML block (``status:``, ``- conditions:``)."""
 _SEVERITY_ORDER: Mapping[str, int] = {"fatal": 0, "warning": 1}

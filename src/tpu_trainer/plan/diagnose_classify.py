@@ -114,9 +114,10 @@ _QUOTED = re.compile(r"([\"'`])([^\"'`\s]{1,80})\1")
 _PATH = re.compile(r"(?:[\w.@:-]*/){2,}[\w.@:-]*")
 _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b")
 _NUMBER = re.compile(r"\d+")
-_TELLING_NUMBER = re.compile(r"(?<![\w.])(?:13[79]|143|40[0-49]|409|429|50[0-4])(?![\w.])")
+_TELLING_NUMBER = re.compile(r"(?<![\w.])(?:13[79]|143|40[0-49]|429|50[0-4])(?!\w|\.\d)")
 """Numbers that tell a failure apart: exit codes of a killed process (137 SIGKILL, 139 SIGSEGV,
-143 SIGTERM) and HTTP statuses (400-404, 409, 429, 500-504)."""
+143 SIGTERM) and HTTP statuses (400-404, 409, 429, 500-504), standing alone (not part of a
+version, an address or a decimal; a sentence's full stop may follow)."""
 _DIGIT_LETTERS = str.maketrans("0123456789", "abcdefghij")
 _WORD = re.compile(r"[a-z][a-z_]+")
 
