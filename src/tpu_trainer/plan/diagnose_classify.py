@@ -374,7 +374,18 @@ class Classifier:
         """The family of ``line`` when its most likely class is a family with a confidence at
         ``threshold`` (by default the model's) or above and the line holds what the family
         requires; None otherwise (``none``, unsure, nothing known, another field's wording)."""
+        return self._accept(self.verdict(line), line, threshold)
+
+    def alone(self, line: str) -> tuple[Verdict | None, bool]:
+        """The family of ``line`` on its own (as :meth:`classify`), and whether its window is
+        worth asking: the line is unsure alone (a family below the threshold, or no word the
+        model knows), not most likely healthy."""
         found = self.verdict(line)
+        accepted = self._accept(found, line, None)
+        healthy = found is not None and found.family == NONE
+        return accepted, accepted is None and not healthy
+
+    def _accept(self, found: Verdict | None, line: str, threshold: float | None) -> Verdict | None:
         least = self.model.threshold if threshold is None else threshold
         if found is None or found.family == NONE or found.confidence < least:
             return None
@@ -382,12 +393,6 @@ class Classifier:
         if needed is not None and needed.search(line) is None:
             return None
         return found
-
-    def healthy(self, line: str) -> bool:
-        """Whether the most likely class of ``line`` is :data:`NONE` (a line that reads as an
-        error but most likely belongs to a healthy run: its window is not asked)."""
-        found = self.verdict(line)
-        return found is not None and found.family == NONE
 
 
 @functools.cache
@@ -401,17 +406,15 @@ def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None
     """The most confident family verdict among ``lines`` that read as errors, each alone or,
     when unsure alone and not most likely healthy, in its window (the classifier without
     signatures: how the benchmark measures it)."""
-    verdicts = [
-        classifier.classify(line)
-        or (
-            None
-            if classifier.healthy(line)
-            else classifier.classify(window_of(lines, i), WINDOW_THRESHOLD)
-        )
-        for i, line in enumerate(lines)
-        if reads_as_error(line)
-    ]
-    found = [v for v in verdicts if v is not None]
+    found: list[Verdict] = []
+    for i, line in enumerate(lines):
+        if not reads_as_error(line):
+            continue
+        verdict, unsure = classifier.alone(line)
+        if unsure:
+            verdict = classifier.classify(window_of(lines, i), WINDOW_THRESHOLD)
+        if verdict is not None:
+            found.append(verdict)
     return max(found, key=lambda v: v.confidence) if found else None
 
 

@@ -77,15 +77,12 @@ class Classified:
         line the classifier is unsure of alone (a family below the threshold, or no word it
         knows; not a line most likely healthy) is classified again with the lines around it
         once they have come."""
-        classifier = self._classifier()
-        verdict = classifier.classify(text)
-        if verdict is None:
-            if classifier.healthy(text):
-                return
+        verdict, unsure = self._classifier().alone(text)
+        if unsure:
             before = [line for line in list(self.recent)[:-1] if context_line(line)]
             self.open.append(_Window(number, text, [*before, text]))
-            return
-        self._count(verdict, number, text)
+        elif verdict is not None:
+            self._count(verdict, number, text)
 
     def _classifier(self) -> Classifier:
         if self.classifier is None:
