@@ -479,6 +479,28 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "OSError: [Errno 5] Input/output error: '/gcs/train/shard-00003.array_record'",
         "gke-gcsfuse-sidecar",
     ),
+    "sparsecore-oom": (
+        "INTERNAL: Failed to run pass pipeline. error: 'memref.alloca' op current allocation offset "
+        "upper bound (98304 words) exceeds the legitimate user allocatable offset upper bound "
+        "(65535 words) in memory space 202 when allocating 4096 words.",
+        "max_ids_per_partition",
+    ),
+    "remat-memory-warning": (
+        "W external/xla/xla/service/hlo_rematerialization.cc:3005] Can't reduce memory use below "
+        "15.48GiB (16622812364 bytes) by rematerialization; only reduced to 21.02GiB (22570000000 "
+        "bytes), down from 21.10GiB (22650000000 bytes) originally",
+        "21.02GiB",
+    ),
+    "mosaic-compile-failed": (
+        "jax.errors.JaxRuntimeError: INTERNAL: Mosaic failed to compile TPU kernel: failed to "
+        "legalize operation 'tpu.matmul'",
+        "sa_block_q",
+    ),
+    "multihost-pool-resize": (
+        "ERROR: (gcloud.container.clusters.resize) ResponseError: code=501, message=Multi-host TPU "
+        "pool (tpu-v5p-pool) manual resize is not supported.",
+        "tpu-v5p-pool",
+    ),
 }
 
 

@@ -96,6 +96,9 @@ _NOT_ERROR = re.compile(
     r"|^(?:(?!Error: ).)*Unable to initialize backend '[^']*':"
     r"(?!.*\((?:set JAX_PLATFORMS|you may need to uninstall))"
     r"|the object has been modified; please apply your changes to the latest version"
+    r"|code = Aborted desc = (?:NodePublishVolume request is aborted due to rate limit"
+    r"|An operation with the given volume key \S+ already exists)"
+    r"|dial tcp \S+:52365: connect: connection refused"
     r"|^\s*(?:ERROR\s+)?Reconciler error\s*$"
     r"|^\s*(?-i:[A-Z][A-Z-]*)(?:\s{2,}(?-i:[A-Z][A-Z-]*))+\s*$"
 )
@@ -105,7 +108,10 @@ shown in tracebacks, and JAX's backend probe
 knows and logs each one that fails at INFO; a raised one follows an exception name or ends with
 its ``(set JAX_PLATFORMS=...)`` advice), and Kubernetes' update conflicts (``Operation cannot be
 fulfilled on ...: the object has been modified``: a controller re-reads the object and tries
-again by itself), and controller-runtime's bare ``Reconciler error`` (the words before its JSON
+again by itself), a CSI driver's own back-off (``code = Aborted desc = NodePublishVolume request
+is aborted due to rate limit``, ``An operation with the given volume key ... already exists``: the
+kubelet asks again), Ray's dashboard agent not yet listening (port 52365, refused while it
+starts), and controller-runtime's bare ``Reconciler error`` (the words before its JSON
 fields, whose ``error`` is read on its own), and a table's header of upper-case column names
 (``NAME  STATUS  MESSAGE  ERROR``): never classified."""
 
