@@ -21,6 +21,7 @@ from tpu_trainer.plan.diagnose import LiveScanner, diagnose, matches_to_json
 from tpu_trainer.plan.diagnose_classify import (
     MODEL_FILE,
     NONE,
+    WHOLE_LINES,
     Classifier,
     Model,
     best_verdict,
@@ -333,10 +334,14 @@ def test_unit_a_line_unsure_alone_is_classified_with_the_lines_around_it(
     assert REFUSED in match.excerpt and "zorble" not in match.excerpt
 
 
+LONG = [f"progress {i}" for i in range(WHOLE_LINES)]
+"""Enough lines of a healthy run that a text holding them is not read whole."""
+
+
 @pytest.mark.parametrize(
     "lines",
     [
-        [REFUSED, "one", "two", "zorble fizz, three lines after"],
+        [REFUSED, "one", "two", "zorble fizz, three lines after", *LONG],
         ["I0301 12:00:00.000 x.py:1] zorble fizz logged at INFO", REFUSED],
         ['  File "train.py", line 3, in <module> zorble fizz', REFUSED],
     ],
@@ -345,6 +350,32 @@ def test_unit_a_window_holds_only_nearby_lines_of_the_run_not_info_or_source(
     lines: list[str],
 ) -> None:
     assert diagnose(lines, classifier=_window_model()) == []
+
+
+def test_unit_a_short_text_nothing_else_explains_is_classified_whole_on_its_first_error() -> None:
+    lines = ["status:", REFUSED, "one", "two", "zorble fizz, three lines after"]
+    (match,) = diagnose(lines, classifier=_window_model())
+    assert (match.family, match.line) == ("quota", 2)
+    assert REFUSED in match.excerpt
+    assert best_verdict(_window_model(), lines) is not None
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [REFUSED, "one", "two", "zorble fizz, three lines after", *LONG],
+        ["one", "two", "zorble fizz, a healthy line"],
+        [REFUSED, "Quota exceeded for quota metric 'TPUS'", "zorble fizz"],
+    ],
+)
+def test_unit_a_long_text_one_without_an_error_line_or_one_a_signature_explains_is_not_read_whole(
+    lines: list[str],
+) -> None:
+    assert all(
+        m.signature != "quota-classified" for m in diagnose(lines, classifier=_window_model())
+    )
+    if len(lines) > WHOLE_LINES or not any(reads_as_error(line) for line in lines):
+        assert best_verdict(_window_model(), lines) is None
 
 
 def test_unit_a_near_miss_is_learned_alone_and_with_the_lines_around_it() -> None:

@@ -501,6 +501,15 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "pool (tpu-v5p-pool) manual resize is not supported.",
         "tpu-v5p-pool",
     ),
+    "iap-tunnel-refused": (
+        "ERROR: (gcloud.compute.start-iap-tunnel) Error while connecting [4003: 'failed to "
+        "connect to backend'].",
+        "35.235.240.0/20",
+    ),
+    "gcloud-arguments": (
+        "ERROR: (gcloud.compute.tpus.tpu-vm.create) unrecognized arguments: --topology=4x4",
+        "gcloud.compute.tpus.tpu-vm.create",
+    ),
 }
 
 

@@ -52,6 +52,13 @@ WINDOW_THRESHOLD = 0.55
 """Lowest confidence of a verdict on a window (a line unsure alone, with the lines around it):
 their words are not all the error's, so a window must be surer (the same cross-validation: as
 many errors right as at the line's threshold, fewer healthy windows put in a family)."""
+WHOLE_LINES = 60
+"""Longest text (in lines that may join a window) the classifier reads whole when nothing in it
+was found otherwise: a pasted excerpt, whose words together name the failure (a status block,
+a Workload's conditions) when no line alone does; a log longer than this is not read whole."""
+WHOLE_THRESHOLD = 0.5
+"""Lowest confidence of a verdict on a whole text (the same cross-validation: more errors
+found, no more healthy texts put in a family)."""
 
 _STEMS = (
     "error", "exception", "fatal", "fail", "denied", "forbidden", "refused", "unable", "cannot",
@@ -410,18 +417,26 @@ def packaged() -> Classifier:
 
 def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None:
     """The most confident family verdict among ``lines`` that read as errors, each alone or,
-    when unsure alone and not most likely healthy, in its window (the classifier without
-    signatures: how the benchmark measures it)."""
+    when unsure alone and not most likely healthy, in its window; when none has one, the
+    verdict on the whole text if it is short (the classifier without signatures: how the
+    benchmark measures it)."""
     found: list[Verdict] = []
+    erring = False
     for i, line in enumerate(lines):
         if not reads_as_error(line):
             continue
+        erring = True
         verdict, unsure = classifier.alone(line)
         if unsure:
             verdict = classifier.classify(window_of(lines, i), WINDOW_THRESHOLD)
         if verdict is not None:
             found.append(verdict)
-    return max(found, key=lambda v: v.confidence) if found else None
+    if found:
+        return max(found, key=lambda v: v.confidence)
+    whole = [line for line in lines if context_line(line)]
+    if not erring or len(whole) > WHOLE_LINES:
+        return None
+    return classifier.classify("\n".join(whole), WHOLE_THRESHOLD)
 
 
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (

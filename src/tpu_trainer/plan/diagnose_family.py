@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from tpu_trainer.catalog.error_signatures import Family
 from tpu_trainer.plan.diagnose_classify import (
     CONTEXT,
+    WHOLE_LINES,
+    WHOLE_THRESHOLD,
     WINDOW_THRESHOLD,
     Classifier,
     Verdict,
@@ -52,15 +54,24 @@ class Classified:
         """The last lines seen, this one included."""
         self.open: list[_Window] = []
         """Windows still waiting for their lines after."""
+        self.whole: list[str] | None = []
+        """The lines seen that may join a window, while there are at most
+        :data:`WHOLE_LINES` of them (None after: too long to read whole)."""
+        self.first: tuple[int, str] | None = None
+        """The first line fed: its number and text."""
 
     def see(self, text: str) -> None:
         """Every logical line of the scan, before it is fed: it joins the recent lines, and
         the windows still open if it may (:func:`context_line`); a window whose lines after
         have all come is classified."""
         self.recent.append(text)
+        joins = context_line(text)
+        if joins and self.whole is not None:
+            self.whole.append(text)
+            if len(self.whole) > WHOLE_LINES:
+                self.whole = None
         if not self.open:
             return
-        joins = context_line(text)
         waiting = []
         for window in self.open:
             if joins:
@@ -77,6 +88,8 @@ class Classified:
         line the classifier is unsure of alone (a family below the threshold, or no word it
         knows; not a line most likely healthy) is classified again with the lines around it
         once they have come."""
+        if self.first is None:
+            self.first = (number, text)
         verdict, unsure = self._classifier().alone(text)
         if unsure:
             before = [line for line in list(self.recent)[:-1] if context_line(line)]
@@ -105,10 +118,16 @@ class Classified:
 
     def result(self, explained: set[str]) -> list[Match]:
         """The families no signature found (``explained``), most confident first (the windows
-        still open are classified with the lines they have)."""
+        still open are classified with the lines they have). When nothing was found at all in
+        a short text with a line that reads as an error, the text is classified whole, and a
+        verdict is placed on that first line."""
         for window in self.open:
             self._judge(window)
         self.open = []
+        if not explained and not self.best and self.first is not None and self.whole:
+            verdict = self._classifier().classify("\n".join(self.whole), WHOLE_THRESHOLD)
+            if verdict is not None:
+                self._count(verdict, *self.first)
         found = [m for family, m in self.best.items() if family not in explained]
         found.sort(key=lambda m: (-(m.confidence or 0.0), m.line, m.family))
         return [replace(m, count=self.counts[m.family]) for m in found]
