@@ -325,8 +325,13 @@ def test_unit_within_one_message_its_reason_ranks_before_the_wrapper_state() -> 
         "capacity-reservation",
         "nodepool-config",
     ]
-    # Apart, they are two messages: the earlier one first.
-    assert [m.family for m in diagnose([wrapper, "step 7", reason])][:2] == [
+    # Two lines without a match between them still leave one message (a client library's
+    # status, reason and headers before its body) ...
+    assert [m.family for m in diagnose([wrapper, "Reason: Bad Request", "headers", reason])][
+        :2
+    ] == ["capacity-reservation", "nodepool-config"]
+    # ... three make two messages: the earlier one first.
+    assert [m.family for m in diagnose([wrapper, "step 7", "step 8", "step 9", reason])][:2] == [
         "nodepool-config",
         "capacity-reservation",
     ]

@@ -379,13 +379,19 @@ def _on_line(sig: Signature, text: str) -> tuple[int, str, re.Match[str]] | None
     return None if m is None else (0, text, m)
 
 
+MESSAGE_GAP = 2
+"""Lines without a match that may stand between two matched lines of one message: a client
+library's exception prints its status, its reason and its response headers before the body
+that says what failed (``ApiException: (403)`` ... ``HTTP response body: ... exceeded quota``)."""
+
+
 def _messages(lines: Iterable[int]) -> dict[int, int]:
     """Per matched line, the first line of its message: the run of matched lines it belongs
-    to, each next to the one before."""
+    to, each at most :data:`MESSAGE_GAP` lines after the one before."""
     first: dict[int, int] = {}
-    before = start = -1
+    before = start = -(MESSAGE_GAP + 2)
     for line in sorted(set(lines)):
-        if line != before + 1:
+        if line > before + 1 + MESSAGE_GAP:
             start = line
         first[line] = start
         before = line

@@ -53,9 +53,9 @@ WINDOW_THRESHOLD = 0.55
 their words are not all the error's, so a window must be surer (the same cross-validation: as
 many errors right as at the line's threshold, fewer healthy windows put in a family)."""
 WHOLE_LINES = 60
-"""Longest text (in lines that may join a window) the classifier reads whole when nothing in it
-was found otherwise: a pasted excerpt, whose words together name the failure (a status block,
-a Workload's conditions) when no line alone does; a log longer than this is not read whole."""
+"""Longest text (in lines) the classifier reads whole when nothing in it was found otherwise:
+a pasted excerpt, whose words together name the failure (a status block, a Workload's
+conditions) when no line alone does; a log longer than this is not read whole."""
 WHOLE_THRESHOLD = 0.5
 """Lowest confidence of a verdict on a whole text (the same cross-validation: more errors
 found, no more healthy texts put in a family)."""
@@ -433,9 +433,9 @@ def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None
             found.append(verdict)
     if found:
         return max(found, key=lambda v: v.confidence)
-    whole = [line for line in lines if context_line(line)]
-    if not erring or len(whole) > WHOLE_LINES:
+    if not erring or len(lines) > WHOLE_LINES:
         return None
+    whole = [line for line in lines if context_line(line)]
     return classifier.classify("\n".join(whole), WHOLE_THRESHOLD)
 
 

@@ -55,8 +55,10 @@ class Classified:
         self.open: list[_Window] = []
         """Windows still waiting for their lines after."""
         self.whole: list[str] | None = []
-        """The lines seen that may join a window, while there are at most
-        :data:`WHOLE_LINES` of them (None after: too long to read whole)."""
+        """The lines seen that may join a window, while at most :data:`WHOLE_LINES` lines
+        have been seen (None after: too long to read whole)."""
+        self.seen = 0
+        """Lines seen."""
         self.first: tuple[int, str] | None = None
         """The first line fed: its number and text."""
 
@@ -65,11 +67,14 @@ class Classified:
         the windows still open if it may (:func:`context_line`); a window whose lines after
         have all come is classified."""
         self.recent.append(text)
+        self.seen += 1
+        if self.seen > WHOLE_LINES:
+            self.whole = None
+        if self.whole is None and not self.open:
+            return
         joins = context_line(text)
         if joins and self.whole is not None:
             self.whole.append(text)
-            if len(self.whole) > WHOLE_LINES:
-                self.whole = None
         if not self.open:
             return
         waiting = []
