@@ -71,7 +71,9 @@ _STEMS = (
     "already in use", "imminent", "exit ", "exited ", "status ", "[warning]", "not_found",
     "already_exists", "out_of_range", "data_loss", "not_met", "out of range", "can not",
     "not a valid", "not an allowed", "not applicable", "low on resource", "sigsegv", "sigabrt",
-    "sigbus",
+    "sigbus", "mismatch", "not enough", "unschedulable", "incompatible", "is not valid",
+    "isn't valid", "no nodes", "sufficient", "size reached", "violat", "unreachable",
+    "no available", "conflict",
 )  # fmt: skip
 """Lower-case texts one of which every line the gate takes holds: a line with none of them
 (most progress and step lines) is dismissed by one search."""
@@ -84,7 +86,9 @@ _GATE = re.compile(
     r"|does not|doesn't|didn't|did not|not supported|not available|no such"
     r"|missing|unknown|unsupported|deadline|stockout|StopIteration|already (?:exists|in use)"
     r"|imminent|out of range|can not|not an? (?:valid|allowed)|not applicable|low on resource"
-    r"|SIG(?:SEGV|ABRT|BUS))\b"
+    r"|SIG(?:SEGV|ABRT|BUS)|mismatch\w*|not enough|unschedulable|incompatible"
+    r"|(?:is not|isn.t) valid|no nodes|not have sufficient|max size reached|violat\w*"
+    r"|unreachable|no available|conflict\w*)\b"
     r"|(?-i:\w(?:Error|Exception|Failure|BackOff)\b|\bFailed\w+|\[Warning\]"
     r"|\b[A-Z]{2,}(?:_[A-Z]+)+\b)"
     r"|\b(?:exit|status)(?:ed)? (?:with )?(?:code|status)? ?[1-9]\d*",
