@@ -15,6 +15,7 @@ from tpu_trainer.catalog.error_signatures import (
     suggest_keys,
 )
 from tpu_trainer.plan.diagnose import (
+    LiveScanner,
     Match,
     clean_line,
     diagnose,
@@ -335,3 +336,34 @@ def test_unit_within_one_message_its_reason_ranks_before_the_wrapper_state() -> 
         "nodepool-config",
         "capacity-reservation",
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "family"),
+    [
+        (
+            "(autoscaler +2m2s) Warning: The following resource request cannot be scheduled right "
+            "now: {'CPU': 1.0, 'TPU': 4.0}.",
+            "scheduling",
+        ),
+        ("Warning: 1 pending placement groups", "scheduling"),
+        (
+            "Error: No available node types can fulfill resource request {'TPU': 4.0}. Add "
+            "suitable node types to this cluster to resolve this issue.",
+            "autoscaling-provisioning",
+        ),
+        (
+            "Instance 8f2a6c1e(QUEUED) is stuck in QUEUED for 600.0 seconds.",
+            "autoscaling-provisioning",
+        ),
+        ('Evicted due to AdmissionCheck in Retry state: "dws-prov"', "kueue-admission"),
+    ],
+)
+def test_unit_a_wait_ray_or_kueue_retries_by_itself_is_named_but_never_stops_a_run(
+    line: str, family: str
+) -> None:
+    scanner = LiveScanner()
+    scanner.feed(line)
+    assert scanner.fatal == []
+    (match,) = diagnose([line], classify=False)
+    assert (match.family, match.severity) == (family, "warning")

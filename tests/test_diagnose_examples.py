@@ -510,6 +510,22 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "ERROR: (gcloud.compute.tpus.tpu-vm.create) unrecognized arguments: --topology=4x4",
         "gcloud.compute.tpus.tpu-vm.create",
     ),
+    "ray-resources-waiting": (
+        "(autoscaler +41s) Warning: The following resource request cannot be scheduled right "
+        "now: {'TPU': 4.0, 'CPU': 1.0}. This is likely due to all cluster resources being claimed "
+        "by actors.",
+        "ray status",
+    ),
+    "ray-autoscaler-waiting": (
+        "(autoscaler +1m3s) Error: No available node types can fulfill resource requests "
+        "{'TPU': 8.0, 'CPU': 1.0}*2. Add suitable node types to this cluster to resolve this issue.",
+        "maxReplicas",
+    ),
+    "kueue-workload-waiting": (
+        "Warning  ErrWorkloadCompose  9s  pod-kueue-controller  'train-group' group has fewer "
+        "runnable pods than expected",
+        "pod-group-total-count",
+    ),
 }
 
 
