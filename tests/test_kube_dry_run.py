@@ -122,3 +122,13 @@ def test_a_refused_object_is_named_with_its_fields_and_its_batch_is_not_applied(
     assert "nothing was applied" in message
     assert "correct spec.queueingStrategy" in refused.value.fix
     assert read_state(cluster.server.state_path)["k8s"] == {}  # the valid flavor neither
+
+
+def test_a_label_that_reads_as_a_number_in_yaml_1_2_reaches_kubectl_as_a_string(
+    cluster: Cluster,
+) -> None:
+    flavor = kueue.resource_flavor(SLICE, 1)
+    flavor["metadata"]["labels"] = {"run": "60368e75", "step": "1e5", "hex": "0x1f"}
+    cluster.kubectl.check([flavor])
+    checks = [r for r in cluster.server.requests if "dryRun=All" in r[1]]
+    assert [code for *_, code in checks] == [201]

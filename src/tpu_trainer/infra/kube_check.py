@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import yaml
-
 from tpu_trainer.catalog.crd_releases import crd_releases
 from tpu_trainer.errors import TpuTrainerError
+from tpu_trainer.infra.kube_yaml import dump_all
 
 DRY_RUN_ARGS = ("apply", "--dry-run=server", "--validate=strict", "-f", "-", "-o", "name")
 """kubectl's arguments for the check (the objects on standard input)."""
@@ -68,7 +67,7 @@ def _field_of(problem: str) -> str:
 
 def manifests_text(objects: Sequence[Mapping[str, Any]]) -> str:
     """The objects as one YAML stream (what ``kubectl apply -f -`` reads)."""
-    return yaml.safe_dump_all([dict(o) for o in objects], sort_keys=False)
+    return dump_all(objects)
 
 
 # ---- reading kubectl's refusals --------------------------------------------------------------

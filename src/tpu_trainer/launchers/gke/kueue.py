@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import yaml
-
 from tpu_trainer.errors import InputError
+from tpu_trainer.infra.kube_yaml import dump_all
 from tpu_trainer.plan.naming import LOCAL_QUEUE
 from tpu_trainer.plan.slices import Slice
 
@@ -291,7 +290,7 @@ class Finding:
         """YAML for the command's standard input, if it takes one."""
         if self.manifest is None:
             return None
-        return yaml.safe_dump(dict(self.manifest), sort_keys=False)
+        return dump_all([self.manifest])
 
     @property
     def fix(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from tpu_trainer.errors import InputError
+from tpu_trainer.infra.kube_yaml import KubeDumper
 from tpu_trainer.launchers.ray.entry import (
     ENTRY_SCRIPT,
     JOB_ENV,
@@ -219,11 +220,11 @@ def kuberay_plan(plan: Plan, settings: RaySettings, run_id: str) -> KubeRayPlan:
     )
 
 
-class _BlockDumper(yaml.SafeDumper):
+class _BlockDumper(KubeDumper):
     """YAML with multi-line strings (the entry script) as ``|`` blocks, readable as written."""
 
 
-def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _text(dumper: KubeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
