@@ -21,12 +21,14 @@ from tpu_trainer.plan.diagnose import LiveScanner, diagnose, matches_to_json
 from tpu_trainer.plan.diagnose_classify import (
     MODEL_FILE,
     NONE,
+    QUIET_THRESHOLD,
     WHOLE_LINES,
     Classifier,
     Model,
     best_verdict,
     features,
     packaged,
+    quiet_text,
     reads_as_error,
     train,
     training_examples,
@@ -202,8 +204,11 @@ def test_unit_a_clean_run_log_gets_no_family_level_match() -> None:
     ],
 )
 def test_unit_info_lines_source_lines_and_progress_are_never_classified(line: str) -> None:
+    """Never as error lines: in a run's log they are not classified (a short text without an
+    error line may be read whole, at its own threshold: the quiet-text tests below)."""
     assert not reads_as_error(line)
-    assert not any(m.classified for m in diagnose([line]))
+    log = [line, *(f"completed step: {i}" for i in range(WHOLE_LINES))]
+    assert not any(m.classified for m in diagnose(log))
 
 
 @pytest.mark.parametrize(
@@ -364,18 +369,36 @@ def test_unit_a_short_text_nothing_else_explains_is_classified_whole_on_its_firs
     "lines",
     [
         [REFUSED, "one", "two", "zorble fizz, three lines after", *LONG],
-        ["one", "two", "zorble fizz, a healthy line"],
+        ["zorble fizz, a healthy line", *LONG],
         [REFUSED, "Quota exceeded for quota metric 'TPUS'", "zorble fizz"],
     ],
 )
-def test_unit_a_long_text_one_without_an_error_line_or_one_a_signature_explains_is_not_read_whole(
-    lines: list[str],
-) -> None:
-    assert all(
-        m.signature != "quota-classified" for m in diagnose(lines, classifier=_window_model())
-    )
-    if len(lines) > WHOLE_LINES or not any(reads_as_error(line) for line in lines):
+def test_unit_a_long_text_or_one_a_signature_explains_is_not_read_whole(lines: list[str]) -> None:
+    matches = diagnose(lines, classifier=_window_model())
+    assert all(m.signature != "quota-classified" for m in matches)
+    if len(lines) > WHOLE_LINES:
         assert best_verdict(_window_model(), lines) is None
+
+
+def test_unit_a_short_text_without_an_error_line_is_read_whole_when_the_model_is_sure() -> None:
+    lines = ["", "I0501 12:50:26.228846 1 scale_up.go:341] zorble fizz", "zorble fizz again"]
+    assert not any(reads_as_error(line) for line in lines)
+    (match,) = diagnose(lines, classifier=_window_model())
+    assert (match.family, match.line, match.severity) == ("quota", 2, "warning")
+    verdict = best_verdict(_window_model(), lines)
+    assert verdict is not None and verdict.confidence >= QUIET_THRESHOLD
+    assert quiet_text(lines) == "\n".join(lines[1:])
+
+
+def test_unit_a_quiet_text_below_its_own_threshold_or_of_source_lines_is_not_classified() -> None:
+    unsure = ["zorble glarb"]  # one word of the family, one of a healthy line
+    verdict = _window_model().verdict(unsure[0])
+    assert verdict is not None and verdict.confidence < QUIET_THRESHOLD
+    assert diagnose(unsure, classifier=_window_model()) == []
+    assert best_verdict(_window_model(), unsure) is None
+    source = ["    raise ZorbleFizz(quota)", '  File "zorble.py", line 3, in fizz']
+    assert quiet_text(source) == ""
+    assert diagnose(source, classifier=_window_model()) == []
 
 
 def test_unit_a_near_miss_is_learned_alone_and_with_the_lines_around_it() -> None:
@@ -384,6 +407,9 @@ def test_unit_a_near_miss_is_learned_alone_and_with_the_lines_around_it() -> Non
     assert (NONE, "Reason: Error") in examples
     assert (NONE, "Last State: Terminated\nReason: Error\nExit Code: 0\nReady: True") in examples
     assert ("quota", "quota exceeded") in examples
+    quiet = "I0501 scale_up.go:341] Skipping node group pool-a\n    raise Skip(group)\nstill fine"
+    examples = training_examples([(NONE, quiet)])
+    assert examples == [(NONE, "I0501 scale_up.go:341] Skipping node group pool-a\nstill fine")]
 
 
 def test_unit_exit_codes_and_http_statuses_stay_features_other_numbers_do_not() -> None:

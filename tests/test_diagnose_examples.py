@@ -526,6 +526,36 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "runnable pods than expected",
         "pod-group-total-count",
     ),
+    "heads-indivisible": (
+        "ValueError: Total number of attention heads (20) must be divisible by tensor parallel "
+        "size (8).",
+        "divides the head count (20)",
+    ),
+    "api-rate-limit-retry": (
+        "W0102 11:02:03.000001 1 http.py:171] Sleeping 3.12 seconds before retry 2 of 5 for "
+        "request: POST https://tpu.googleapis.com/v2/projects/p/locations/us-east5-b/nodes?alt=json,"
+        " after 429",
+        "gcloud alpha services quota list",
+    ),
+    "nodes-not-registered": (
+        "Error: error creating NodePool: All cluster resources were brought up, but: only 2 nodes "
+        "out of 4 have registered; cluster may be unhealthy.",
+        "roles/container.defaultNodeServiceAccount",
+    ),
+    "org-policy-violated": (
+        "Instance 'gke-tpu-np-abc' creation failed: Constraint constraints/compute.requireShieldedVm"
+        " violated for project my-proj.",
+        "describe constraints/compute.requireShieldedVm --project=my-proj --effective",
+    ),
+    "maintenance-policy-unsupported": (
+        "ERROR: (gcloud.compute.instances.create) Could not fetch resource: - n2d instances do not "
+        "support onHostMaintenance=TERMINATE unless they are preemptible.",
+        "with n2d machines",
+    ),
+    "kubectl-type-unknown": (
+        'error: the server doesn\'t have a resource type "train-job-7f9c4d8b6-x2k9q"',
+        "kubectl describe pod <name>",
+    ),
 }
 
 

@@ -96,7 +96,8 @@ def _scan(
     known = catalog()
     if classify is None:
         classify = custom is None
-    families = Classified(classifier, known.families) if classify else None
+    ignore = known.ignore if custom is None else None
+    families = Classified(classifier, known.families, ignore) if classify else None
     if custom is not None:
         return _Scan(tuple(custom), classified=families)
     return _Scan(known.signatures, known.ignore, classified=families)
@@ -154,7 +155,7 @@ class _Scan:
         about if the line after it needs to be joined to it)."""
         low = text.lower()
         if self.classified is not None:
-            self.classified.see(text)
+            self.classified.see(number, text)
         candidates = self._candidates(low)
         if not candidates and not self.prev_candidates:
             self._shift(number, text, low, candidates, set(), unsure=True)

@@ -11,7 +11,9 @@ plain Python, deterministic).
 
 Only lines that read as errors are classified (:func:`reads_as_error`: a failure word, an
 exception name, a status code, an exit code; never INFO or DEBUG lines nor source lines shown in
-a traceback), and only when no signature matched them. A verdict counts when the most likely
+a traceback), and only when no signature matched them; a short text in which nothing was
+found is read whole (:func:`best_verdict`), one without any such line at a higher threshold
+(:data:`QUIET_THRESHOLD`). A verdict counts when the most likely
 class is a family, its confidence reaches the model's threshold, and the line holds what the
 family requires of it (``classify_requires`` in ``error_families.yaml``: a TPU runtime line names
 the TPU, XLA, JAX or a device; another framework's assertion does not).
@@ -59,6 +61,12 @@ conditions) when no line alone does; a log longer than this is not read whole.""
 WHOLE_THRESHOLD = 0.5
 """Lowest confidence of a verdict on a whole text (the same cross-validation: more errors
 found, no more healthy texts put in a family)."""
+QUIET_THRESHOLD = 0.75
+"""Lowest confidence of a verdict on a short text none of whose lines reads as an error (an
+autoscaler's or a controller's lines logged at INFO, a status block, a warning in a tool's own
+words): such a text is more often healthy, so it must be surer still (chosen on the same
+cross-validation from 0.5, 0.65 and 0.75: the higher, the fewer healthy texts put in a family,
+for about as many errors found)."""
 
 _STEMS = (
     "error", "exception", "fatal", "fail", "denied", "forbidden", "refused", "unable", "cannot",
@@ -99,17 +107,22 @@ _GLOG_ERROR = re.compile(r"[EF]\d{4} |\d{4}-\d\d-\d\d[ T][\d:.]+: [EF] ")
 """The prefix of a line glog (``E1224 22:35:53.165575 ...``) or TensorFlow's C++ logging
 (``2024-07-29 17:14:59.920189: E external/xla/...``) logged at ERROR or FATAL."""
 _LOGGED_INFO = re.compile(r"\s*(?:I\d{4}\s|\[?(?:INFO|DEBUG)\]?[:\s])")
+_SOURCE = (
+    r"^\s*(?:raise\s|except\b|if\b|def\b|return\b|logger\.|logging\.|print\(|warnings\.warn"
+    r"|File \"|\[XPK\]\s+Task:|@\s+0x[0-9a-f]+\s)"
+)
+"""Source lines and native stack frames shown in tracebacks, and xpk's echo of a task."""
+_SOURCE_LINE = re.compile(_SOURCE)
 _NOT_ERROR = re.compile(
     r"(?:^|[\s\]|:])(?:INFO|DEBUG)(?:[\s:\]|]|$)"
     r"|^[\d\-:. T]+:?\s+I\s\S+:\d+\]|^\S*\s*I\s\d\d-\d\d\s"
-    r"|^\s*(?:raise\s|except\b|if\b|def\b|return\b|logger\.|logging\.|print\(|warnings\.warn"
-    r"|File \"|\[XPK\]\s+Task:|@\s+0x[0-9a-f]+\s)"
-    r"|^(?:(?!Error: ).)*Unable to initialize backend '[^']*':"
+    r"|" + _SOURCE + r"|^(?:(?!Error: ).)*Unable to initialize backend '[^']*':"
     r"(?!.*\((?:set JAX_PLATFORMS|you may need to uninstall))"
     r"|the object has been modified; please apply your changes to the latest version"
     r"|code = Aborted desc = (?:NodePublishVolume request is aborted due to rate limit"
     r"|An operation with the given volume key \S+ already exists)"
     r"|dial tcp \S+:52365: connect: connection refused"
+    r"|could not find a node type to satisfy the request: \[(?:\{'bundle_group_\w+': [\d.]+\}(?:, )?)+\]"
     r"|^\s*(?:ERROR\s+)?Reconciler error\s*$"
     r"|^\s*(?-i:[A-Z][A-Z-]*)(?:\s{2,}(?-i:[A-Z][A-Z-]*))+\s*$"
 )
@@ -122,8 +135,10 @@ fulfilled on ...: the object has been modified``: a controller re-reads the obje
 again by itself), a CSI driver's own back-off (``code = Aborted desc = NodePublishVolume request
 is aborted due to rate limit``, ``An operation with the given volume key ... already exists``: the
 kubelet asks again), Ray's dashboard agent not yet listening (port 52365, refused while it
-starts), and controller-runtime's bare ``Reconciler error`` (the words before its JSON
-fields, whose ``error`` is read on its own), and a table's header of upper-case column names
+starts), Ray's autoscaler finding no node type for a placement group's bundles alone
+(``[{'bundle_group_...': 0.001}]``: its own message says such a request resolves itself),
+controller-runtime's bare ``Reconciler error`` (the words before its JSON fields, whose
+``error`` is read on its own), and a table's header of upper-case column names
 (``NAME  STATUS  MESSAGE  ERROR``): never classified."""
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
@@ -347,20 +362,25 @@ def training_examples(
     """``(family, text)`` pairs of a corpus as training examples: an error's whole text under
     its family, and each line of a near-miss (family :data:`NONE`) that reads as an error under
     :data:`NONE` (its other lines are never classified), alone and with the ``context`` lines
-    before and after it (the window it is classified in when unsure alone)."""
+    before and after it (the window it is classified in when unsure alone); a near-miss none of
+    whose lines reads as an error, whole (as a short quiet text is classified)."""
     examples: list[tuple[str, str]] = []
     for family, text in texts:
         if family != NONE:
             examples.append((family, text))
             continue
         lines = text.splitlines()
+        quiet = True
         for i, line in enumerate(lines):
             if not reads_as_error(line):
                 continue
+            quiet = False
             examples.append((NONE, line))
             window = window_of(lines, i, context)
             if window != line:
                 examples.append((NONE, window))
+        if quiet and (shown := quiet_text(lines)):
+            examples.append((NONE, shown))
     return examples
 
 
@@ -422,8 +442,9 @@ def packaged() -> Classifier:
 def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None:
     """The most confident family verdict among ``lines`` that read as errors, each alone or,
     when unsure alone and not most likely healthy, in its window; when none has one, the
-    verdict on the whole text if it is short (the classifier without signatures: how the
-    benchmark measures it)."""
+    verdict on the whole text if it is short: its lines that may join a window, or, when none
+    reads as an error, all its lines at :data:`QUIET_THRESHOLD` (the classifier without
+    signatures: how the benchmark measures it)."""
     found: list[Verdict] = []
     erring = False
     for i, line in enumerate(lines):
@@ -437,10 +458,19 @@ def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None
             found.append(verdict)
     if found:
         return max(found, key=lambda v: v.confidence)
-    if not erring or len(lines) > WHOLE_LINES:
+    if len(lines) > WHOLE_LINES:
         return None
+    if not erring:
+        return classifier.classify(quiet_text(lines), QUIET_THRESHOLD)
     whole = [line for line in lines if context_line(line)]
     return classifier.classify("\n".join(whole), WHOLE_THRESHOLD)
+
+
+def quiet_text(lines: Iterable[str]) -> str:
+    """A short text none of whose lines reads as an error, as it is classified: its lines
+    that are neither blank nor a traceback's source lines (lines logged at INFO are kept: the
+    lines such a text is made of)."""
+    return "\n".join(line for line in lines if line.strip() and not _SOURCE_LINE.match(line))
 
 
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (

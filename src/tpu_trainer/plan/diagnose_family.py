@@ -3,6 +3,7 @@ family (:mod:`tpu_trainer.plan.diagnose_classify`), with the family's generic ca
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from tpu_trainer.catalog.error_signatures import Family
 from tpu_trainer.plan.diagnose_classify import (
     CONTEXT,
+    QUIET_THRESHOLD,
     WHOLE_LINES,
     WHOLE_THRESHOLD,
     WINDOW_THRESHOLD,
@@ -18,6 +20,7 @@ from tpu_trainer.plan.diagnose_classify import (
     context_line,
     line_fields,
     packaged,
+    quiet_text,
 )
 from tpu_trainer.plan.diagnose_match import Match, excerpt, fill
 
@@ -43,11 +46,19 @@ class Classified:
     """The classifier's family-level matches of a scan: per family, the most confident line
     (the earliest of equals) and how many lines the classifier put in the family."""
 
-    def __init__(self, classifier: Classifier | None, families: Sequence[Family]) -> None:
+    def __init__(
+        self,
+        classifier: Classifier | None,
+        families: Sequence[Family],
+        ignore: re.Pattern[str] | None = None,
+    ) -> None:
+        """``ignore``: the catalog's echoes of configuration and commands, left out of a quiet
+        text read whole."""
         self.classifier = classifier
         """None: the packaged classifier, read when the first line that reads as an error
         comes (a log without one never loads it)."""
         self.families = {f.id: f for f in families}
+        self.ignore = ignore
         self.best: dict[str, Match] = {}
         self.counts: dict[str, int] = {}
         self.recent: deque[str] = deque(maxlen=CONTEXT + 1)
@@ -57,21 +68,27 @@ class Classified:
         self.whole: list[str] | None = []
         """The lines seen that may join a window, while at most :data:`WHOLE_LINES` lines
         have been seen (None after: too long to read whole)."""
+        self.every: list[tuple[int, str]] = []
+        """Every line seen and its number, while at most :data:`WHOLE_LINES` have been seen
+        (emptied after): a short text none of whose lines reads as an error is read whole."""
         self.seen = 0
         """Lines seen."""
         self.first: tuple[int, str] | None = None
         """The first line fed: its number and text."""
 
-    def see(self, text: str) -> None:
-        """Every logical line of the scan, before it is fed: it joins the recent lines, and
-        the windows still open if it may (:func:`context_line`); a window whose lines after
-        have all come is classified."""
+    def see(self, number: int, text: str) -> None:
+        """Every logical line of the scan (its line's ``number``), before it is fed: it joins
+        the recent lines, and the windows still open if it may (:func:`context_line`); a window
+        whose lines after have all come is classified."""
         self.recent.append(text)
         self.seen += 1
         if self.seen > WHOLE_LINES:
             self.whole = None
+            self.every.clear()
         if self.whole is None and not self.open:
             return
+        if self.whole is not None:
+            self.every.append((number, text))
         joins = context_line(text)
         if joins and self.whole is not None:
             self.whole.append(text)
@@ -102,6 +119,14 @@ class Classified:
         elif verdict is not None:
             self._count(verdict, number, text)
 
+    def _quiet(self) -> list[tuple[int, str]]:
+        """The lines of a short text without an error line that it is read whole with."""
+        return [
+            (number, text)
+            for number, text in self.every
+            if quiet_text([text]) and (self.ignore is None or self.ignore.search(text) is None)
+        ]
+
     def _classifier(self) -> Classifier:
         if self.classifier is None:
             self.classifier = packaged()
@@ -124,15 +149,24 @@ class Classified:
     def result(self, explained: set[str]) -> list[Match]:
         """The families no signature found (``explained``), most confident first (the windows
         still open are classified with the lines they have). When nothing was found at all in
-        a short text with a line that reads as an error, the text is classified whole, and a
-        verdict is placed on that first line."""
+        a short text, the text is classified whole: with a line that reads as an error, its
+        lines that may join a window, and a verdict is placed on that first line; without one,
+        all its lines at :data:`QUIET_THRESHOLD`, and a verdict is placed on its first line
+        that is not blank."""
         for window in self.open:
             self._judge(window)
         self.open = []
-        if not explained and not self.best and self.first is not None and self.whole:
+        if explained or self.best or self.whole is None:
+            pass
+        elif self.first is not None and self.whole:
             verdict = self._classifier().classify("\n".join(self.whole), WHOLE_THRESHOLD)
             if verdict is not None:
                 self._count(verdict, *self.first)
+        elif self.first is None and (shown := self._quiet()):
+            text = quiet_text(t for _, t in shown)
+            verdict = self._classifier().classify(text, QUIET_THRESHOLD)
+            if verdict is not None:
+                self._count(verdict, *shown[0])
         found = [m for family, m in self.best.items() if family not in explained]
         found.sort(key=lambda m: (-(m.confidence or 0.0), m.line, m.family))
         return [replace(m, count=self.counts[m.family]) for m in found]
