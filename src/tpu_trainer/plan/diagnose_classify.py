@@ -466,11 +466,17 @@ def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None
     return classifier.classify("\n".join(whole), WHOLE_THRESHOLD)
 
 
+def quiet_line(line: str) -> bool:
+    """Whether ``line`` joins a short text without an error line when it is read whole: not
+    blank, not a traceback's source line (lines logged at INFO are kept: the lines such a text
+    is made of)."""
+    return bool(line.strip()) and _SOURCE_LINE.match(line) is None
+
+
 def quiet_text(lines: Iterable[str]) -> str:
-    """A short text none of whose lines reads as an error, as it is classified: its lines
-    that are neither blank nor a traceback's source lines (lines logged at INFO are kept: the
-    lines such a text is made of)."""
-    return "\n".join(line for line in lines if line.strip() and not _SOURCE_LINE.match(line))
+    """A short text none of whose lines reads as an error, as it is classified: its
+    :func:`quiet_line` lines."""
+    return "\n".join(line for line in lines if quiet_line(line))
 
 
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -20,7 +20,7 @@ from tpu_trainer.plan.diagnose_classify import (
     context_line,
     line_fields,
     packaged,
-    quiet_text,
+    quiet_line,
 )
 from tpu_trainer.plan.diagnose_match import Match, excerpt, fill
 
@@ -65,12 +65,9 @@ class Classified:
         """The last lines seen, this one included."""
         self.open: list[_Window] = []
         """Windows still waiting for their lines after."""
-        self.whole: list[str] | None = []
-        """The lines seen that may join a window, while at most :data:`WHOLE_LINES` lines
-        have been seen (None after: too long to read whole)."""
-        self.every: list[tuple[int, str]] = []
-        """Every line seen and its number, while at most :data:`WHOLE_LINES` have been seen
-        (emptied after): a short text none of whose lines reads as an error is read whole."""
+        self.short: list[tuple[int, str]] = []
+        """Every line seen and its number, while at most :data:`WHOLE_LINES` lines have been
+        seen (emptied after: too long to read whole)."""
         self.seen = 0
         """Lines seen."""
         self.first: tuple[int, str] | None = None
@@ -82,18 +79,13 @@ class Classified:
         whose lines after have all come is classified."""
         self.recent.append(text)
         self.seen += 1
-        if self.seen > WHOLE_LINES:
-            self.whole = None
-            self.every.clear()
-        if self.whole is None and not self.open:
-            return
-        if self.whole is not None:
-            self.every.append((number, text))
-        joins = context_line(text)
-        if joins and self.whole is not None:
-            self.whole.append(text)
+        if self.seen <= WHOLE_LINES:
+            self.short.append((number, text))
+        elif self.seen == WHOLE_LINES + 1:
+            self.short = []
         if not self.open:
             return
+        joins = context_line(text)
         waiting = []
         for window in self.open:
             if joins:
@@ -119,13 +111,26 @@ class Classified:
         elif verdict is not None:
             self._count(verdict, number, text)
 
-    def _quiet(self) -> list[tuple[int, str]]:
-        """The lines of a short text without an error line that it is read whole with."""
-        return [
+    def _read_whole(self) -> None:
+        """Classify a short text in which nothing was found, whole (nothing when it is long:
+        :attr:`short` is empty then)."""
+        if self.first is not None:
+            whole = [text for _, text in self.short if context_line(text)]
+            if whole:
+                verdict = self._classifier().classify("\n".join(whole), WHOLE_THRESHOLD)
+                if verdict is not None:
+                    self._count(verdict, *self.first)
+            return
+        shown = [
             (number, text)
-            for number, text in self.every
-            if quiet_text([text]) and (self.ignore is None or self.ignore.search(text) is None)
+            for number, text in self.short
+            if quiet_line(text) and (self.ignore is None or self.ignore.search(text) is None)
         ]
+        if shown:
+            text = "\n".join(line for _, line in shown)
+            verdict = self._classifier().classify(text, QUIET_THRESHOLD)
+            if verdict is not None:
+                self._count(verdict, *shown[0])
 
     def _classifier(self) -> Classifier:
         if self.classifier is None:
@@ -156,17 +161,8 @@ class Classified:
         for window in self.open:
             self._judge(window)
         self.open = []
-        if explained or self.best or self.whole is None:
-            pass
-        elif self.first is not None and self.whole:
-            verdict = self._classifier().classify("\n".join(self.whole), WHOLE_THRESHOLD)
-            if verdict is not None:
-                self._count(verdict, *self.first)
-        elif self.first is None and (shown := self._quiet()):
-            text = quiet_text(t for _, t in shown)
-            verdict = self._classifier().classify(text, QUIET_THRESHOLD)
-            if verdict is not None:
-                self._count(verdict, *shown[0])
+        if not explained and not self.best:
+            self._read_whole()
         found = [m for family, m in self.best.items() if family not in explained]
         found.sort(key=lambda m: (-(m.confidence or 0.0), m.line, m.family))
         return [replace(m, count=self.counts[m.family]) for m in found]
