@@ -296,9 +296,9 @@ def test_unit_excerpt_of_a_long_line_shows_the_match() -> None:
 
 
 def test_unit_fill_replaces_named_values_and_marks_missing_ones() -> None:
-    template = "delete {pool} in {zone}; keep {\"data\":1} and '{.spec.x}' and {unknown}"
-    out = fill(template, {"pool": "np-1", "zone": None})
-    assert out == "delete np-1 in <zone>; keep {\"data\":1} and '{.spec.x}' and {unknown}"
+    template = "delete {pool} in {zone}{note}; keep {\"data\":1} and '{.spec.x}' in {region}"
+    out = fill(template, {"pool": "np-1", "zone": None, "note": ""})
+    assert out == "delete np-1 in <zone>; keep {\"data\":1} and '{.spec.x}' in <region>"
 
 
 def test_unit_clean_line_strips_ansi_and_line_endings() -> None:

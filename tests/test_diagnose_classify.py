@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -57,6 +60,7 @@ UNSEEN_WORDINGS = [
         "google.auth.exceptions.RefreshError: ('invalid_grant: Token has been expired or "
         "revoked.', {'error': 'invalid_grant'})",
     ),
+    ("capacity-reservation", "Error: the reservation ran short of capacity for this request"),
 ]
 
 # Messages filled in from the services' formats with other names and numbers, some wrapped by
@@ -163,6 +167,26 @@ def test_unit_a_wording_no_signature_knows_gets_a_family_level_match(
     assert match.classified and match.specificity == 0 and match.severity == "warning"
     assert match.confidence is not None and match.confidence >= packaged().model.threshold
     assert text[:60] in match.fix  # the family's fix quotes the message
+    assert not re.search(r"\{[A-Za-z_]\w*\}", match.cause + match.fix), "unfilled placeholder"
+
+
+def test_unit_a_verdict_is_the_same_number_whatever_the_hash_seed() -> None:
+    lines = [text for _, text in FORMAT_FILLED]
+    code = (
+        "from tpu_trainer.plan.diagnose_classify import packaged; "
+        f"print([packaged().verdict(line) for line in {lines!r}])"
+    )
+    said = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(said) == 1, said
 
 
 def test_unit_a_classified_match_in_json_is_marked_family_level() -> None:

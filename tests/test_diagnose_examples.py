@@ -556,6 +556,16 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         'error: the server doesn\'t have a resource type "train-job-7f9c4d8b6-x2k9q"',
         "kubectl describe pod <name>",
     ),
+    "tpu-flex-start-unsupported": (
+        'ERROR: (gcloud.alpha.compute.tpus.queued-resources.create) {"code": 3, "message": '
+        '"FLEX_START provisioning model is not supported for accelerator type \\"v6e-8\\" in '
+        'location \\"asia-east1-c\\""}',
+        "without `--provisioning-model=flex-start`",
+    ),
+    "gke-auth-plugin-missing": (
+        'panic: no Auth Provider found for name "gcp"',
+        "gcloud components install gke-gcloud-auth-plugin",
+    ),
 }
 
 
@@ -576,6 +586,28 @@ def test_unit_example_is_found_by_its_signature_alone(signature: str) -> None:
     assert m.severity == by_id(signature).severity
     assert expected in m.fix, m.fix
     assert not re.search(r"\{[A-Za-z_]\w*\}", m.cause + m.fix), "unfilled placeholder"
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            "ValueError: Number of devices 8 must equal the product of mesh_shape (4, 4)",
+            "The job sees 8 devices for mesh (4, 4). Make",
+        ),
+        (
+            "ValueError: Requested number of devices to run the executable on (8) doesn't match "
+            "the compiler estimated number of devices (4)",
+            "The program wants 4 devices and the job has 8. Make",
+        ),
+        ("AttributeError: 'TpuDevice' object does not have attribute slice_index", "Make"),
+    ],
+)
+def test_unit_a_mesh_fix_says_only_what_its_line_told(line: str, said: str) -> None:
+    (m,) = diagnose([line])
+    assert m.signature == "mesh-device-count"
+    assert m.fix.startswith(said), m.fix
+    assert "<" not in m.fix.split("`")[0], "an unfilled value before the first command"
 
 
 def test_unit_catalog_is_well_formed() -> None:

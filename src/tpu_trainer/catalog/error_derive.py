@@ -67,6 +67,22 @@ def sharding_split(groups: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def mesh_counts(groups: Mapping[str, str]) -> dict[str, str]:
+    """``seen``: what the line says about devices and mesh, as a sentence (or nothing)."""
+    devices, shape, expected = (groups.get(k) for k in ("devices", "shape", "expected"))
+    if devices and shape:
+        seen = f"The job sees {devices} devices for mesh {shape}. "
+    elif devices and expected:
+        seen = f"The program wants {expected} devices and the job has {devices}. "
+    elif shape:
+        seen = f"The mesh is {shape}. "
+    elif devices:
+        seen = f"The job sees {devices} devices. "
+    else:
+        seen = ""
+    return {"seen": seen}
+
+
 DERIVE_TABLES_FILE = "error_derive.yaml"
 
 
@@ -152,6 +168,7 @@ def first_container(groups: Mapping[str, str]) -> dict[str, str]:
 DERIVES: Mapping[str, tuple[Derive, frozenset[str]]] = {
     "memory_ratio": (memory_ratio, frozenset({"ratio", "over"})),
     "sharding_split": (sharding_split, frozenset({"fsdp", "data", "shape_note"})),
+    "mesh_counts": (mesh_counts, frozenset({"seen"})),
     "mesh_axis": (mesh_axis, frozenset({"axis_name", "old_axis_name"})),
     "key_suggestion": (key_suggestion, frozenset({"suggestion"})),
     "first_container": (first_container, frozenset({"container"})),

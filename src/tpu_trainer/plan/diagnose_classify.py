@@ -399,8 +399,8 @@ class Classifier:
 
     def verdict(self, line: str) -> Verdict | None:
         """The most likely class of ``line`` and its probability, or None when no feature of
-        the line is known."""
-        rows = [self._weights[f] for f in features(line) if f in self._weights]
+        the line is known (summed in the features' order: the same answer in every process)."""
+        rows = [self._weights[f] for f in sorted(features(line)) if f in self._weights]
         if not rows:
             return None
         chances = _softmax(_scores(rows, self._bias, 1.0 / math.sqrt(len(rows))))
@@ -460,10 +460,33 @@ def best_verdict(classifier: Classifier, lines: Sequence[str]) -> Verdict | None
         return max(found, key=lambda v: v.confidence)
     if len(lines) > WHOLE_LINES:
         return None
-    if not erring:
-        return classifier.classify(quiet_text(lines), QUIET_THRESHOLD)
-    whole = [line for line in lines if context_line(line)]
-    return classifier.classify("\n".join(whole), WHOLE_THRESHOLD)
+    whole = read_whole(classifier, lines, erring)
+    return None if whole is None else whole[1]
+
+
+def read_whole(
+    classifier: Classifier,
+    lines: Sequence[str],
+    erring: bool,
+    ignore: re.Pattern[str] | None = None,
+) -> tuple[int, Verdict] | None:
+    """The verdict on a short text nothing was found in, read whole, and the index of its first
+    line read: with a line that reads as an error (``erring``), its lines that may join a
+    window at :data:`WHOLE_THRESHOLD`; without one, its :func:`quiet_line` lines that
+    ``ignore`` (the catalog's echoes) does not match at :data:`QUIET_THRESHOLD`."""
+    if erring:
+        read = [i for i, line in enumerate(lines) if context_line(line)]
+    else:
+        read = [
+            i
+            for i, line in enumerate(lines)
+            if quiet_line(line) and (ignore is None or ignore.search(line) is None)
+        ]
+    if not read:
+        return None
+    threshold = WHOLE_THRESHOLD if erring else QUIET_THRESHOLD
+    verdict = classifier.classify("\n".join(lines[i] for i in read), threshold)
+    return None if verdict is None else (read[0], verdict)
 
 
 def quiet_line(line: str) -> bool:

@@ -11,16 +11,14 @@ from dataclasses import dataclass, field, replace
 from tpu_trainer.catalog.error_signatures import Family
 from tpu_trainer.plan.diagnose_classify import (
     CONTEXT,
-    QUIET_THRESHOLD,
     WHOLE_LINES,
-    WHOLE_THRESHOLD,
     WINDOW_THRESHOLD,
     Classifier,
     Verdict,
     context_line,
     line_fields,
     packaged,
-    quiet_line,
+    read_whole,
 )
 from tpu_trainer.plan.diagnose_match import Match, excerpt, fill
 
@@ -113,24 +111,15 @@ class Classified:
 
     def _read_whole(self) -> None:
         """Classify a short text in which nothing was found, whole (nothing when it is long:
-        :attr:`short` is empty then)."""
-        if self.first is not None:
-            whole = [text for _, text in self.short if context_line(text)]
-            if whole:
-                verdict = self._classifier().classify("\n".join(whole), WHOLE_THRESHOLD)
-                if verdict is not None:
-                    self._count(verdict, *self.first)
+        :attr:`short` is empty then); the verdict goes on its first error line, or on the first
+        line read when none reads as an error."""
+        if not self.short:
             return
-        shown = [
-            (number, text)
-            for number, text in self.short
-            if quiet_line(text) and (self.ignore is None or self.ignore.search(text) is None)
-        ]
-        if shown:
-            text = "\n".join(line for _, line in shown)
-            verdict = self._classifier().classify(text, QUIET_THRESHOLD)
-            if verdict is not None:
-                self._count(verdict, *shown[0])
+        texts = [text for _, text in self.short]
+        whole = read_whole(self._classifier(), texts, self.first is not None, self.ignore)
+        if whole is not None:
+            index, verdict = whole
+            self._count(verdict, *(self.first or self.short[index]))
 
     def _classifier(self) -> Classifier:
         if self.classifier is None:

@@ -75,14 +75,12 @@ class Match:
 
 def fill(template: str, values: Mapping[str, str | None]) -> str:
     """``template`` with each ``{name}`` replaced by ``values[name]``; names without a value
-    become ``<name>``. Other braces (JSON, jsonpath) are left alone."""
+    become ``<name>`` (a value for the user to put in); an empty value (a derived sentence with
+    nothing to say) is left out. Other braces (JSON, jsonpath) are left alone."""
 
     def one(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in values:
-            return m.group(0)
-        value = values[name]
-        return value if value else f"<{name}>"
+        value = values.get(m.group(1))
+        return f"<{m.group(1)}>" if value is None else value
 
     return PLACEHOLDER.sub(one, template)
 
