@@ -399,7 +399,8 @@ class Classifier:
 
     def verdict(self, line: str) -> Verdict | None:
         """The most likely class of ``line`` and its probability, or None when no feature of
-        the line is known (summed in the features' order: the same answer in every process)."""
+        the line is known (the weights summed in the features' sorted order: the same number in
+        every process)."""
         rows = [self._weights[f] for f in sorted(features(line)) if f in self._weights]
         if not rows:
             return None
