@@ -610,6 +610,33 @@ def test_unit_a_mesh_fix_says_only_what_its_line_told(line: str, said: str) -> N
     assert "<" not in m.fix.split("`")[0], "an unfilled value before the first command"
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            "FATAL Flags parsing error: Unknown command line flag 'xla_tpu_enable_foo'",
+            "drop an XLA or libtpu flag (`xla_tpu_enable_foo`) the installed",
+        ),
+        (
+            "ValueError: Failed to deserialize the Mosaic module: INTERNAL: Unsupported version: "
+            "expected <= 7 but got 8",
+            "drop an XLA or libtpu flag the installed",
+        ),
+    ],
+)
+def test_unit_a_runtime_mismatch_names_a_flag_only_when_its_line_does(line: str, said: str) -> None:
+    (m,) = diagnose([line])
+    assert m.signature == "tpu-runtime-mismatch"
+    assert said in m.fix and "<flag>" not in m.fix, m.fix
+
+
+def test_unit_hydra_wrapping_a_constructors_error_is_not_a_config_refusal() -> None:
+    refused = diagnose(["hydra.errors.ConfigCompositionException: Could not load 'model/x'"])
+    assert [m.signature for m in refused] == ["maxtext-config-error"]
+    wrapped = "hydra.errors.InstantiationException: Error in call to target 'net.Model': boom"
+    assert all(m.signature != "maxtext-config-error" for m in diagnose([wrapped]))
+
+
 def test_unit_catalog_is_well_formed() -> None:
     names = [s.id for s in signatures()]
     assert len(names) == len(set(names))

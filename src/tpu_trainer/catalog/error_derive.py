@@ -83,6 +83,12 @@ def mesh_counts(groups: Mapping[str, str]) -> dict[str, str]:
     return {"seen": seen}
 
 
+def flag_named(groups: Mapping[str, str]) -> dict[str, str]:
+    """``flag_note``: the flag the line names, in parentheses (or nothing)."""
+    flag = groups.get("flag")
+    return {"flag_note": f" (`{flag}`)" if flag else ""}
+
+
 DERIVE_TABLES_FILE = "error_derive.yaml"
 
 
@@ -169,6 +175,7 @@ DERIVES: Mapping[str, tuple[Derive, frozenset[str]]] = {
     "memory_ratio": (memory_ratio, frozenset({"ratio", "over"})),
     "sharding_split": (sharding_split, frozenset({"fsdp", "data", "shape_note"})),
     "mesh_counts": (mesh_counts, frozenset({"seen"})),
+    "flag_named": (flag_named, frozenset({"flag_note"})),
     "mesh_axis": (mesh_axis, frozenset({"axis_name", "old_axis_name"})),
     "key_suggestion": (key_suggestion, frozenset({"suggestion"})),
     "first_container": (first_container, frozenset({"container"})),
