@@ -31,7 +31,7 @@ from dataclasses import replace
 from tpu_trainer.catalog.error_signatures import Signature, catalog
 from tpu_trainer.plan.diagnose_classify import Classifier, reads_as_error
 from tpu_trainer.plan.diagnose_family import Classified
-from tpu_trainer.plan.diagnose_match import PLACEHOLDER, Match, excerpt, fill
+from tpu_trainer.plan.diagnose_match import Match, excerpt, fill
 from tpu_trainer.plan.diagnose_unwrap import unwrap, wrapped
 from tpu_trainer.plan.word_trie import trie_pattern
 
@@ -436,12 +436,10 @@ def extracted(m: re.Match[str]) -> tuple[tuple[str, str], ...]:
     return tuple((k, v.strip()) for k, v in m.groupdict().items() if v and v.strip())
 
 
-def _values(sig: Signature, m: re.Match[str]) -> dict[str, str | None]:
-    """The named groups of ``m`` (absent ones as None) and what ``sig.derive`` adds."""
-    values: dict[str, str | None] = dict(extracted(m))
-    for name in PLACEHOLDER.findall(sig.cause + sig.fix):
-        values.setdefault(name, None)
+def _values(sig: Signature, m: re.Match[str]) -> dict[str, str]:
+    """The named groups that took part in ``m`` and what ``sig.derive`` adds (:func:`fill`
+    shows a placeholder neither gives as ``<name>``)."""
+    values = dict(extracted(m))
     if sig.derive is not None:
-        present = {k: v for k, v in values.items() if v is not None}
-        values.update(sig.derive(present))
+        values.update(sig.derive(values))
     return values
